@@ -1,0 +1,1 @@
+"""specd's long-lived process: protocol, scheduler, server, client and the CLI."""

@@ -1,0 +1,115 @@
+"""`specd`: the one console script. Each subcommand is a small function; errors a user can cause
+are printed as one clear line with exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from daemon.config import ConfigError, load_config, render
+from decoding.engine import RequestError
+from decoding.fetch import ChunkError
+from decoding.manifest import BUILTIN_BY_NAME
+from decoding.models import ModelError, info, parse_spec, pull_builtin
+from decoding.prompt import PromptError
+
+USER_ERRORS = (ConfigError, ModelError, ChunkError, PromptError, RequestError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.run(args) or 0
+    except USER_ERRORS as error:
+        print(f"specd: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specd", description=__doc__.split("\n")[0])
+    p.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    p.add_argument("--config", type=Path, help="config file (default: $SPECD_CONFIG or XDG)")
+    sub = p.add_subparsers(required=True, metavar="COMMAND")
+
+    models = sub.add_parser("models", help="list the configured models; `pull` fetches the built-in pair")
+    models.add_argument("action", nargs="?", choices=["list", "pull"], default="list")
+    models.set_defaults(run=cmd_models)
+
+    config = sub.add_parser("config", help="print the effective configuration")
+    config.set_defaults(run=cmd_config)
+
+    complete = sub.add_parser("complete", help="complete a file at a position")
+    complete.add_argument("--file", required=True, help="the file, or - for standard input")
+    complete.add_argument("--at", help="LINE:COL, 1-based (default: the end of the file)")
+    complete.add_argument("--json", action="store_true", help="print text, outcome and stats as JSON")
+    complete.add_argument("--max-tokens", type=int)
+    complete.add_argument("--drafter", choices=["none", "lookup", "draft", "hybrid"])
+    complete.add_argument("--single-line", action="store_true")
+    complete.add_argument("--no-daemon", action="store_true", help="load the models in this process")
+    complete.set_defaults(run=cmd_complete)
+
+    from daemon.bench_cli import add_bench_parser
+    add_bench_parser(sub)
+    return p
+
+
+def cmd_models(args) -> int:
+    config = load_config(args.config)
+    cache = config.cache_dir()
+    if args.action == "pull":
+        for role in ("target", "draft"):
+            spec = getattr(config.models, role)
+            parsed = parse_spec(spec, role) if spec != "none" else None
+            if parsed is not None and parsed.kind == "builtin":
+                started = time.perf_counter()
+                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache)
+                print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
+    print(f"{'role':7} {'converted':9} {'size':>9} {'params':>8} {'dtype':6} spec -> folder")
+    for role in ("target", "draft"):
+        spec = getattr(config.models, role)
+        if spec == "none":
+            print(f"{role:7} {'-':9} {'-':>9} {'-':>8} {'-':6} none")
+            continue
+        i = info(parse_spec(spec, role), cache)
+        params = f"{i.parameters / 1e9:.2f}B" if i.parameters else "-"
+        print(f"{role:7} {'yes' if i.converted else 'no':9} {i.bytes_on_disk / 2**30:>7.2f}GB "
+              f"{params:>8} {i.dtype or '-':6} {i.spec} -> {i.folder}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    print(render(load_config(args.config)), end="")
+    return 0
+
+
+def read_cursor(file: str, at: str | None) -> tuple[str, str, str]:
+    """(document uri, prefix, suffix) for the file cut at LINE:COL (1-based; default: its end)."""
+    text = sys.stdin.read() if file == "-" else Path(file).read_text()
+    uri = "stdin" if file == "-" else Path(file).resolve().as_uri()
+    if at is None:
+        return uri, text, ""
+    try:
+        line, col = (int(x) for x in at.split(":"))
+    except ValueError:
+        raise RequestError(f"--at wants LINE:COL, not {at!r}") from None
+    lines = text.splitlines(keepends=True)
+    if not (1 <= line <= len(lines) + 1) or col < 1:
+        raise RequestError(f"--at {at} is outside the file ({len(lines)} lines)")
+    current = lines[line - 1] if line <= len(lines) else ""
+    if col - 1 > len(current.rstrip("\n")):
+        raise RequestError(f"--at {at}: line {line} has {len(current.rstrip(chr(10)))} characters")
+    offset = sum(map(len, lines[: line - 1])) + col - 1
+    return uri, text[:offset], text[offset:]
+
+
+def cmd_complete(args) -> int:
+    from daemon.complete_cli import complete
+    return complete(args, load_config(args.config))

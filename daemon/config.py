@@ -1,0 +1,156 @@
+"""Configuration: one TOML file validated into a frozen Struct; every field has a default.
+
+The file is `$SPECD_CONFIG`, else `$XDG_CONFIG_HOME/specd/config.toml` (~/.config/...). It may be
+absent. An unknown key or a value of the wrong type is refused with its path, e.g. `$.engine.width`.
+`specd config` prints the effective configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from decoding.engine import DRAFTERS, EngineSettings
+from decoding.models import default_cache_dir
+from decoding.prompt import Budget
+
+Drafter = Literal["none", "lookup", "draft", "hybrid"]
+assert set(Drafter.__args__) == set(DRAFTERS), "config and engine name the same drafters"
+
+
+class ConfigError(Exception):
+    """The configuration file cannot be read or is invalid; the message names the key."""
+
+
+class Models(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    target: str = "builtin"          # builtin | builtin:<name> | folder | .gguf file | hub id
+    draft: str = "builtin"           # the same, or "none"
+    device: str = "auto"             # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"              # auto | bf16 | fp16 | fp32
+    draft_quantize: Literal["auto", "int8", "none"] = "auto"  # auto: int8 on the CPU
+    cache_dir: str = ""              # default: $SPECD_CACHE_DIR, else $XDG_CACHE_HOME/specd
+
+
+class Engine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    width: int = 8                   # rows of every target pass; drafts are at most width - 1
+    prefill_chunk: int = 128         # tokens per prefill pass (the cancel granularity)
+    prefix_tokens: int = 1024
+    suffix_tokens: int = -1          # -1: the measured default for the device (cpu 32, gpu 256)
+    extra_tokens: int = 0            # other open files in the prompt (always used by lookup)
+    max_tokens_limit: int = 256
+    draft_context_tokens: int = 384
+    fim_template: str = "auto"
+    lookup_ngram: int = 8
+    hybrid_min_match: int = 3
+    cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
+
+
+class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    max_tokens: int = 48
+    drafter: Drafter = "hybrid"
+    temperature: float = 0.0
+    top_p: float = 1.0
+    deadline_ms: int = 0             # 0: none; else end at the next line end after it
+
+
+class Daemon(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    socket: str = ""                 # default: $XDG_RUNTIME_DIR/specd/specd.sock
+    tcp_port: int = 0                # 0: no TCP; else loopback only, with a token
+    max_frame_bytes: int = 8 << 20
+    trace: bool = True
+    trace_max_mb: int = 16
+
+
+class Lsp(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    multiline: Literal["auto", "always", "never"] = "auto"
+    extra_documents: int = 4         # other open documents passed as context and lookup text
+
+
+class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    models: Models = Models()
+    engine: Engine = Engine()
+    completion: Completion = Completion()
+    daemon: Daemon = Daemon()
+    lsp: Lsp = Lsp()
+
+    def cache_dir(self) -> Path:
+        return Path(self.models.cache_dir).expanduser() if self.models.cache_dir else default_cache_dir()
+
+    def engine_settings(self, device_type: str) -> EngineSettings:
+        e = self.engine
+        suffix = e.suffix_tokens if e.suffix_tokens >= 0 else SUFFIX_DEFAULT[device_type == "cuda"]
+        return EngineSettings(
+            width=e.width, prefill_chunk=e.prefill_chunk,
+            budget=Budget(prefix=e.prefix_tokens, suffix=suffix, extra=e.extra_tokens),
+            max_tokens_limit=e.max_tokens_limit, draft_context_tokens=e.draft_context_tokens,
+            fim_template=e.fim_template, lookup_ngram=e.lookup_ngram,
+            hybrid_min_match=e.hybrid_min_match, cache_budget_bytes=e.cache_memory_mb << 20)
+
+
+# Suffix budget by device (cpu, gpu): a keystroke recomputes the suffix, so the CPU keeps it short.
+SUFFIX_DEFAULT = (32, 256)
+
+
+def config_path() -> Path:
+    if os.environ.get("SPECD_CONFIG"):
+        return Path(os.environ["SPECD_CONFIG"]).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base).expanduser() / "specd" / "config.toml"
+
+
+def load_config(path: Path | None = None) -> Config:
+    path = path or config_path()
+    if not path.exists():
+        return _validated(Config(), path)
+    try:
+        config = msgspec.toml.decode(path.read_bytes(), type=Config)
+    except msgspec.ValidationError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    except (msgspec.DecodeError, OSError) as error:
+        raise ConfigError(f"{path}: not readable TOML: {error}") from None
+    return _validated(config, path)
+
+
+def _validated(config: Config, path: Path) -> Config:
+    """Ranges the types alone do not say."""
+    e, c, d = config.engine, config.completion, config.daemon
+    checks = [
+        (1 <= e.width <= 64, "engine.width must be 1..64"),
+        (e.prefill_chunk >= 1, "engine.prefill_chunk must be at least 1"),
+        (e.prefix_tokens >= 0 and e.extra_tokens >= 0, "token budgets must not be negative"),
+        (e.suffix_tokens >= -1, "engine.suffix_tokens must be -1 (device default) or more"),
+        (1 <= c.max_tokens <= e.max_tokens_limit, "completion.max_tokens must be 1..engine.max_tokens_limit"),
+        (0.0 <= c.temperature <= 5.0, "completion.temperature must be 0..5"),
+        (0.0 < c.top_p <= 1.0, "completion.top_p must be in (0, 1]"),
+        (c.deadline_ms >= 0, "completion.deadline_ms must not be negative"),
+        (0 <= d.tcp_port <= 65535, "daemon.tcp_port must be 0..65535"),
+        (d.max_frame_bytes >= 1024, "daemon.max_frame_bytes must be at least 1024"),
+        (e.cache_memory_mb >= 1, "engine.cache_memory_mb must be at least 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{path}: {message}")
+    return config
+
+
+def render(config: Config) -> str:
+    """The effective configuration as TOML (sections of scalars: strings, numbers, booleans)."""
+    lines = []
+    for section, values in msgspec.structs.asdict(config).items():
+        lines.append(f"[{section}]")
+        for key, value in msgspec.structs.asdict(values).items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    return repr(value)

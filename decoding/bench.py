@@ -1,0 +1,164 @@
+"""Benchmarks on FIM cases: every mode on the same loaded models, side by side in one run.
+
+A mode is a drafter name run through the engine (`none` is plain greedy through the same loop,
+the baseline), `none@1` (plain greedy with one-row passes: what exactness costs, and how often it
+would have differed), or an anchor: Hugging Face `generate` plain (`hf-greedy`), with the draft
+as `assistant_model` (`hf-assisted`), and with `prompt_lookup_num_tokens=10` (`hf-lookup`).
+Every case runs with a cold cache in every mode, so prefill times compare.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from decoding.engine import CompletionRequest, Engine
+
+ANCHORS = ("hf-greedy", "hf-assisted", "hf-lookup")
+
+
+@dataclass(frozen=True)
+class Case:
+    prefix: str
+    suffix: str = ""
+    path: str = ""
+    language: str = ""
+    middle: str = ""  # the real text at the cursor, where known (for quality)
+
+
+@dataclass
+class Run:
+    """One case in one mode."""
+    tokens: list[int]
+    text: str
+    prefill_s: float
+    decode_s: float
+    target_forwards: int
+    proposed: int
+    accepted: int
+
+
+def run_engine(engine: Engine, case: Case, mode: str, max_tokens: int, tag: str,
+               single_line: bool = False) -> Run:
+    request = CompletionRequest(prefix=case.prefix, suffix=case.suffix, document=f"bench:{tag}",
+                                max_tokens=max_tokens, drafter=mode, single_line=single_line,
+                                stop_at_suffix=False)
+    result = engine.complete(request)
+    engine.pool.drop(request.document)  # the next mode starts cold too
+    s = result.stats
+    decode_ms = s.total_ms - s.tokenize_ms - s.prefill_ms
+    return Run(result.tokens, result.text, s.prefill_ms / 1e3, decode_ms / 1e3, s.target_forwards,
+               sum(s.proposed.values()), sum(s.accepted.values()))
+
+
+def run_anchor(engine: Engine, case: Case, mode: str, max_tokens: int) -> Run:
+    """Hugging Face `generate` on the same prompt ids; prefill is timed to the first new token."""
+    ids = engine.builder.build(case.prefix, case.suffix).ids
+    model, device = engine.target.model, engine.target.device
+    kwargs = {}
+    if mode == "hf-assisted":
+        if engine.draft is None:
+            raise ValueError("hf-assisted needs a draft model")
+        kwargs["assistant_model"] = engine.draft.model
+    elif mode == "hf-lookup":
+        kwargs["prompt_lookup_num_tokens"] = 10
+    clock = _FirstTokenClock()
+    stops = sorted(engine.builder.stop_ids)
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([ids], device=device), attention_mask=torch.ones(1, len(ids), device=device, dtype=torch.long),
+                             max_new_tokens=max_tokens, do_sample=False, eos_token_id=stops,
+                             pad_token_id=engine.pad_id, streamer=clock, **kwargs)
+    end = time.perf_counter()
+    tokens = out[0, len(ids):].tolist()
+    cut = next((i for i, t in enumerate(tokens) if t in engine.builder.stop_ids), len(tokens))
+    tokens = tokens[:cut]
+    text = engine.target.tokenizer.decode(tokens)
+    first = clock.first or end
+    return Run(tokens, text, first - clock.start, end - first, 0, 0, 0)
+
+
+class _FirstTokenClock:
+    """A `generate` streamer that notes when the first new token arrives (the prompt comes first)."""
+
+    def __init__(self):
+        self.start, self.first, self.calls = time.perf_counter(), None, 0
+
+    def put(self, value) -> None:
+        self.calls += 1
+        if self.calls == 2 and self.first is None:
+            self.first = time.perf_counter()
+
+    def end(self) -> None:
+        pass
+
+
+def summarize(runs: list[Run], baseline: list[Run] | None) -> dict:
+    new = sum(len(r.tokens) for r in runs)
+    # tokens after the first: the first comes from the prompt's last row, in every mode
+    decode_s = sum(r.decode_s for r in runs)
+    proposed, accepted = sum(r.proposed for r in runs), sum(r.accepted for r in runs)
+    out = {
+        "cases": len(runs), "new_tokens": new,
+        "prefill_s": round(sum(r.prefill_s for r in runs), 3), "decode_s": round(decode_s, 3),
+        "tokens_per_s": round(new / decode_s, 3) if decode_s else None,
+        "target_forwards": sum(r.target_forwards for r in runs),
+        "proposed": proposed, "accepted": accepted,
+        "acceptance": round(accepted / proposed, 3) if proposed else None,
+    }
+    if baseline is not None:
+        base_s = sum(r.decode_s for r in baseline)
+        out["speedup_vs_none"] = round(base_s / decode_s, 3) if decode_s else None
+        out["identical_to_none"] = sum(r.tokens == b.tokens for r, b in zip(runs, baseline))
+    return out
+
+
+def per_case(runs: list[Run], baseline: list[Run] | None) -> list[dict]:
+    return [{**summarize([r], [b] if baseline else None), "text": r.text}
+            for r, b in zip(runs, baseline or runs)]
+
+
+def bench(engine: Engine, cases: list[Case], modes: list[str], max_tokens: int,
+          progress=print) -> dict:
+    """Run every case in every mode; `none` first when asked for, as the baseline."""
+    narrow = None
+    runs: dict[str, list[Run]] = {}
+    for mode in sorted(modes, key=lambda m: m != "none"):
+        runs[mode] = []
+        for i, case in enumerate(cases):
+            if mode in ANCHORS:
+                run = run_anchor(engine, case, mode, max_tokens)
+            elif mode == "none@1":
+                narrow = narrow or engine.with_settings(width=1)
+                run = run_engine(narrow, case, "none", max_tokens, f"{mode}:{i}")
+            else:
+                run = run_engine(engine, case, mode, max_tokens, f"{mode}:{i}")
+            runs[mode].append(run)
+            progress(f"{mode:12} case {i + 1}/{len(cases)}: {len(run.tokens)} tokens, "
+                     f"prefill {run.prefill_s:.2f} s, decode {run.decode_s:.2f} s")
+    baseline = runs.get("none")
+    return {"modes": {mode: {**summarize(r, baseline), "per_case": per_case(r, baseline)}
+                      for mode, r in runs.items()}}
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def suffix_sweep(engine: Engine, cases: list[Case], budgets: list[int], max_tokens: int,
+                 progress=print) -> dict:
+    """First-line quality and prefill cost for each suffix budget (plain greedy, single line)."""
+    out = {}
+    for budget in budgets:
+        trial = engine.with_settings(budget=replace(engine.settings.budget, suffix=budget))
+        right, prefill_s, prompt_tokens = 0, 0.0, 0
+        for i, case in enumerate(cases):
+            run = run_engine(trial, case, "none", max_tokens, f"suffix{budget}:{i}")
+            right += first_line(run.text) == first_line(case.middle) != ""
+            prefill_s += run.prefill_s
+        out[str(budget)] = {"cases": len(cases), "first_line_right": right,
+                            "first_line_rate": round(right / len(cases), 3),
+                            "prefill_s": round(prefill_s, 3)}
+        progress(f"suffix budget {budget}: first line right in {right} of {len(cases)}")
+    return {"suffix_budgets": out}

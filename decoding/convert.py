@@ -1,0 +1,77 @@
+"""Convert a GGUF file once into a cached folder (bf16 safetensors + tokenizer).
+
+Dequantizing a GGUF and converting its tokenizer takes most of a minute; loading the converted
+folder takes seconds. The folder is written under a temporary name and renamed into place, with a
+marker written last, so a conversion killed halfway never leaves a folder that is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+MARKER = "specd-converted.json"
+
+
+def is_converted(folder: Path) -> bool:
+    return (folder / MARKER).is_file()
+
+
+def converted_from(folder: Path) -> dict:
+    """What the marker says of the conversion: source, size, time."""
+    return json.loads((folder / MARKER).read_text())
+
+
+def convert_gguf(gguf: Path, dest: Path, source: dict | None = None) -> Path:
+    """Dequantize `gguf` into `dest` (bf16 safetensors and a fast tokenizer); return `dest`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_partials(dest)
+    partial = dest.with_name(f"{dest.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    started = time.monotonic()
+    try:
+        print(f"converting {gguf.name} (tokenizer, then weights); this happens once", flush=True)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,
+            quantization_config=GgufConfig(dequantize=True),
+        )
+        # The weights are plain dense tensors now; only the marker of the GGUF origin remains.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        info = {"source": str(gguf), "seconds": round(time.monotonic() - started, 1), **(source or {})}
+        (partial / MARKER).write_text(json.dumps(info, indent=1))
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(partial, dest)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return dest
+
+
+def _remove_stale_partials(dest: Path) -> None:
+    """Left-overs of conversions that were killed: never used, removed when the next one starts."""
+    for stale in dest.parent.glob(f"{dest.name}.partial-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+            continue  # another process is converting right now
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

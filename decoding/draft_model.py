@@ -1,0 +1,92 @@
+"""The draft model: a small model of the target's vocabulary proposing tokens one at a time.
+
+It has its own KV cache with the same prefix reuse as the target. Its prompt is a shorter window
+of the target's (the prefix's last `context_tokens`, cut at a multiple of `ALIGN` tokens so that
+consecutive keystrokes share it), because on a CPU the draft's prefill costs nearly half the
+target's. It prefills lazily, on its first proposal, so requests lookup serves never pay for it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from decoding.drafter import DraftJob, Pacing, Proposal
+from decoding.forward import draft_step, prefill
+from decoding.kvcache import KVCache
+from decoding.models import LoadedModel
+from decoding.prompt import Prompt
+from decoding.verify import Sampler
+
+ALIGN = 64
+CHUNK = 512  # prefill tokens per draft pass: the draft reads ~4x faster than the target, so a
+             # chunk of 512 takes less time than a target chunk of 128 (cancel checks stay as often)
+
+
+class ModelDrafter:
+    name = "draft"
+
+    def __init__(self, draft: LoadedModel, context_tokens: int,
+                 fim_ids: tuple[int, int, int], pace: bool = True, start_length: int = 3):
+        self.model, self.context_tokens, self.fim_ids = draft.model, context_tokens, fim_ids
+        self.pacing = Pacing(start=start_length, judge=pace)
+        self.prompt: list[int] = []
+        self.offset = 0
+        self.job = DraftJob(Prompt([], [], [], ""))
+        self.cache: KVCache | None = None
+        self.forwards = 0  # passes in the current proposal
+
+    def begin(self, job: DraftJob) -> None:
+        assert job.draft_cache is not None, "the draft model needs the document's draft cache"
+        self.job, self.cache = job, job.draft_cache
+        self.prompt = self.window(job.prompt)
+        self.offset = len(job.prompt.ids)  # generated tokens start here in the target's context
+
+    def window(self, prompt: Prompt) -> list[int]:
+        pre, suf, mid = self.fim_ids
+        cut = max(0, len(prompt.prefix_ids) - self.context_tokens)
+        cut = -(-cut // ALIGN) * ALIGN  # round up to an aligned start
+        return [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
+
+    def propose(self, context: list[int], limit: int) -> Proposal:
+        k = self.pacing.length(limit)
+        if k == 0 or not self.pacing.pays():
+            return Proposal([], self.name)
+        self.forwards = 0
+        logits = self._catch_up(self.prompt + context[self.offset:])
+        if logits is None:
+            return Proposal([], self.name, forwards=self.forwards)  # cancelled while prefilling
+        tokens, probs = [], []
+        for j in range(k):
+            token, q = self._pick(logits, self.job.sampler)
+            tokens.append(token)
+            probs.append(q)
+            if j + 1 < k:
+                if self.job.cancelled():
+                    break
+                logits = draft_step(self.model, self.cache, [token])
+                self.forwards += 1
+        stacked = None if self.job.sampler.greedy else torch.stack(probs[: len(tokens)])
+        return Proposal(tokens, self.name, probs=stacked, forwards=self.forwards)
+
+    def _catch_up(self, wanted: list[int]) -> torch.Tensor | None:
+        """Bring the cache to `wanted` and return the logits after its last token."""
+        head = wanted[:-1]
+        reuse = self.cache.common_prefix(head)
+        if len(head) - reuse > 1:  # a prompt to read: in chunks, with a cancel check between
+            _, computed, finished = prefill(self.model, self.cache, head, CHUNK, self.job.cancelled)
+            self.forwards += -(-computed // CHUNK)
+            if not finished:
+                return None
+            reuse = len(head)
+        self.cache.truncate(reuse)
+        self.forwards += 1
+        return draft_step(self.model, self.cache, wanted[reuse:])
+
+    def _pick(self, logits: torch.Tensor, sampler: Sampler) -> tuple[int, torch.Tensor | None]:
+        if sampler.greedy:
+            return int(logits.argmax()), None
+        q = sampler.probs(logits.cpu())
+        return int(torch.multinomial(q, 1, generator=self.job.generator)), q
+
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
+        self.pacing.update(len(proposal.tokens), accepted, propose_s, step_s)

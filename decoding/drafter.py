@@ -1,0 +1,121 @@
+"""The drafter interface, the pacing every drafter shares, and the trivial and hybrid drafters.
+
+The decode loop holds one drafter and never asks which: `begin` once per request, `propose`
+before each target pass, `observe` after it. Because every target pass has the same width
+(decoding/forward.py), verifying a draft costs what a plain step costs: an accepted token saves
+one target pass, a rejected one costs nothing on the target's side. What a draft costs is the
+drafter's own time, which `Pacing` weighs against the passes it saves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import torch
+
+from decoding.kvcache import KVCache
+from decoding.prompt import Prompt
+from decoding.verify import Sampler
+
+
+@dataclass
+class Proposal:
+    tokens: list[int]
+    drafter: str
+    probs: torch.Tensor | None = None  # [k, V] the draft's distributions; None: one-hot
+    match: int = 0                     # lookup: length of the n-gram that matched
+    forwards: int = 0                  # draft model passes it took
+
+
+@dataclass(frozen=True)
+class DraftJob:
+    """What a drafter may know of one request."""
+    prompt: Prompt
+    previous: list[int] = field(default_factory=list)  # last completion for this document
+    sampler: Sampler = Sampler()
+    generator: torch.Generator | None = None
+    cancelled: Callable[[], bool] = lambda: False
+    draft_cache: KVCache | None = None  # the document's cache for the draft model
+
+
+class Drafter(Protocol):
+    name: str
+
+    def begin(self, job: DraftJob) -> None: ...
+
+    def propose(self, context: list[int], limit: int) -> Proposal: ...
+
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None: ...
+
+
+class Pacing:
+    """How many tokens a drafter proposes, and whether proposing pays at all.
+
+    Length: grows by two after a fully accepted draft, shrinks to one past what was accepted.
+    Payoff: an exponential average of (accepted x target step time - drafting time). While it is
+    negative the drafter sits out, for a back-off that doubles each time it is found not to pay.
+    """
+
+    def __init__(self, start: int, low: int = 1, high: int = 16, alpha: float = 0.3, judge: bool = True):
+        self.k, self.low, self.high, self.alpha, self.judge = start, low, high, alpha, judge
+        self.gain = 0.0          # seconds saved per proposal, averaged
+        self.resting = 0         # proposals still to sit out
+        self.backoff = 2
+
+    def length(self, limit: int) -> int:
+        return max(0, min(self.k, limit))
+
+    def pays(self) -> bool:
+        if self.resting > 0:
+            self.resting -= 1
+            return False
+        return True
+
+    def update(self, proposed: int, accepted: int, propose_s: float, step_s: float) -> None:
+        if proposed == 0:
+            return
+        self.k = min(self.high, self.k + 2) if accepted == proposed else max(self.low, accepted + 1)
+        self.gain += self.alpha * (accepted * step_s - propose_s - self.gain)
+        if self.gain < 0 and self.judge:
+            self.resting, self.backoff = self.backoff, min(self.backoff * 2, 64)
+            self.gain = 0.0      # probe afresh after resting
+        else:
+            self.backoff = 2
+
+
+class NoDrafter:
+    """Plain decoding through the same loop: the baseline every other drafter is measured by."""
+    name = "none"
+
+    def begin(self, job: DraftJob) -> None:
+        pass
+
+    def propose(self, context: list[int], limit: int) -> Proposal:
+        return Proposal([], self.name)
+
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
+        pass
+
+
+class HybridDrafter:
+    """Prompt lookup first; the draft model only where lookup has no match worth trying."""
+    name = "hybrid"
+
+    def __init__(self, lookup: Drafter, model: Drafter, min_match: int = 2):
+        self.lookup, self.model, self.min_match = lookup, model, min_match
+
+    def begin(self, job: DraftJob) -> None:
+        self.lookup.begin(job)
+        self.model.begin(job)
+
+    def propose(self, context: list[int], limit: int) -> Proposal:
+        found = self.lookup.propose(context, limit)
+        if found.match >= self.min_match:
+            return found
+        drafted = self.model.propose(context, limit)
+        return drafted if drafted.tokens else found
+
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
+        owner = self.lookup if proposal.drafter == self.lookup.name else self.model
+        owner.observe(proposal, accepted, propose_s, step_s)

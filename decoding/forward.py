@@ -1,0 +1,77 @@
+"""Forward passes over a KVCache: chunked prefill, the fixed-width step, the draft's free step.
+
+Exactness in bf16. A token's logits depend on the shapes of the pass that computed them: on this
+CPU a 1-token step and an 8-token verify pass pick different argmaxes at ~1% of positions. Two
+shapes are therefore held fixed for every decoding pass of the target: the number of rows
+(`width`: the pending token, then draft tokens, then padding) and the key length (the static
+cache's capacity). Plain decoding is the same pass with no draft tokens, so a verified token is
+computed exactly as plain decoding computes it. The padding costs plain decoding a little; `specd
+bench --modes none,none@1` measures how much.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from decoding.kvcache import KVCache
+
+
+def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor:
+    """Run `ids` after the cached tokens; return the logits of the last `keep` rows."""
+    start = cache.positions()
+    assert start == len(cache.tokens), f"cache holds {len(cache.tokens)} ids but {start} positions"
+    device = model.device
+    out = model(
+        input_ids=torch.tensor([ids], device=device),                        # [1, S]
+        cache=cache.past,
+        cache_position=torch.arange(start, start + len(ids), device=device),  # [S]
+        use_cache=True,
+        logits_to_keep=keep,
+    )
+    return out.logits[0]                                                      # [keep, V]
+
+
+@torch.inference_mode()
+def prefill(model: torch.nn.Module, cache: KVCache, ids: list[int], chunk: int,
+            cancelled: Callable[[], bool]) -> tuple[int, int, bool]:
+    """Make the cache hold `ids`, reusing its longest common prefix and computing the rest in
+    chunks. Returns (reused, computed, finished); unfinished means cancelled between chunks, and
+    the chunks done stay cached for the next call."""
+    reused = cache.common_prefix(ids)
+    cache.truncate(reused)
+    cache.check_room(len(ids) - reused)
+    done = reused
+    while done < len(ids):
+        if cancelled():
+            return reused, done - reused, False
+        piece = ids[done:done + chunk]
+        _forward(model, cache, piece, keep=1)  # only the KV is wanted here
+        cache.tokens.extend(piece)
+        done += len(piece)
+    return reused, done - reused, True
+
+
+@torch.inference_mode()
+def step(model: torch.nn.Module, cache: KVCache, ids: list[int], width: int,
+         pad_id: int) -> torch.Tensor:
+    """One target pass of exactly `width` rows: `ids` (the pending token and any draft), then
+    padding. The pads come after every real token, so causal attention hides them from the real
+    rows; their cache positions are dropped at once. Returns the real rows' logits [len(ids), V]."""
+    assert 1 <= len(ids) <= width, f"{len(ids)} tokens do not fit a pass of width {width}"
+    cache.check_room(width)
+    logits = _forward(model, cache, ids + [pad_id] * (width - len(ids)), keep=width)
+    cache.tokens.extend(ids)
+    cache.truncate(len(cache.tokens))  # forget the pads' positions
+    return logits[: len(ids)]
+
+
+@torch.inference_mode()
+def draft_step(model: torch.nn.Module, cache: KVCache, ids: list[int]) -> torch.Tensor:
+    """A draft model's pass over exactly `ids`: its shapes need not be fixed, since every token it
+    proposes is verified. Returns the last row's logits [V]."""
+    cache.check_room(len(ids))
+    logits = _forward(model, cache, ids, keep=1)
+    cache.tokens.extend(ids)
+    return logits[-1]

@@ -1,0 +1,58 @@
+"""One model's KV cache with the token ids it holds: prefix reuse and rollback by position.
+
+The cache is static: keys and values live in tensors of a fixed length (`capacity`), and every
+attention runs over that whole length with a mask. That costs a little attention work, and buys
+exactness: with the key length fixed, a token's logits do not depend on how many tokens share its
+forward pass, so a padded one-token step and a k-token verify pass agree bit for bit (see
+`decoding/forward.py`). Rolling back rejected tokens is moving the length back; the stale entries
+beyond it are masked until they are overwritten.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import StaticCache
+
+
+class CacheFull(Exception):
+    """The prompt and the tokens to generate do not fit the cache."""
+
+
+class KVCache:
+    def __init__(self, model: torch.nn.Module, capacity: int):
+        self.capacity = capacity
+        self.past = StaticCache(config=model.config, max_cache_len=capacity)
+        self.tokens: list[int] = []  # ids whose KV is in `past`, position by position
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def common_prefix(self, ids: list[int]) -> int:
+        """How many leading ids of `ids` the cache already holds."""
+        n = min(len(ids), len(self.tokens))
+        for i in range(n):
+            if ids[i] != self.tokens[i]:
+                return i
+        return n
+
+    def truncate(self, length: int) -> None:
+        """Forget everything after `length` tokens (a position move, no copy)."""
+        assert 0 <= length <= len(self.tokens), f"cannot truncate {len(self.tokens)} to {length}"
+        drop = self.positions() - length
+        if drop > 0:
+            self.past.crop(-drop)
+        del self.tokens[length:]
+
+    def positions(self) -> int:
+        """Positions the static layers count as written (may exceed `tokens` after padding)."""
+        layer = self.past.layers[0]
+        return int(layer.cumulative_length) if layer.is_initialized else 0
+
+    def check_room(self, n: int) -> None:
+        if len(self.tokens) + n > self.capacity:
+            raise CacheFull(f"{len(self.tokens)} cached + {n} new tokens exceed the cache "
+                            f"capacity of {self.capacity}; raise `cache_tokens` or lower the budget")
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for layer in self.past.layers
+                   if layer.is_initialized for t in (layer.keys, layer.values))

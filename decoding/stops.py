@@ -1,0 +1,69 @@
+"""When a completion ends, decided token by token so every drafter stops where plain decoding does.
+
+Stops: an end-of-text or FIM token (not kept), the token limit, the end of the first line in
+single-line mode, a finished line that repeats the suffix's first line (cut), and a deadline: once
+it has passed, the completion ends at the next line end, like llama.cpp's `t_max_predict_ms`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StopRules:
+    stop_ids: frozenset[int]
+    max_tokens: int
+    single_line: bool = False
+    suffix_text: str = ""
+    deadline: float | None = None  # time.monotonic() after which to end at the next line end
+
+
+class Stopper:
+    def __init__(self, tokenizer, rules: StopRules):
+        self.tokenizer, self.rules = tokenizer, rules
+        self.tokens: list[int] = []
+        self.text = ""
+        self.reason: str | None = None
+        self.finished = 0  # lines already checked
+        lines = [line.strip() for line in rules.suffix_text.splitlines()]
+        self.suffix_line = next((line for line in lines if line), "")
+
+    @property
+    def done(self) -> bool:
+        return self.reason is not None
+
+    def push(self, token: int) -> bool:
+        """Take the next token; True when the completion has ended (with or without it)."""
+        assert not self.done, "no tokens after the end"
+        if token in self.rules.stop_ids:
+            return self._end("stop_token")
+        self.tokens.append(token)
+        self.text = self.tokenizer.decode(self.tokens, skip_special_tokens=False)
+        if self._line_end():
+            return True
+        if len(self.tokens) >= self.rules.max_tokens:
+            return self._end("max_tokens")
+        return False
+
+    def _line_end(self) -> bool:
+        """Stops that look at finished lines: suffix repeat, single-line, deadline."""
+        lines = self.text.split("\n")[:-1]  # finished lines, without their newlines
+        first_fresh, self.finished = self.finished, len(lines)
+        for index in range(first_fresh, len(lines)):
+            if self.suffix_line and lines[index].strip() == self.suffix_line:
+                self.text = "".join(line + "\n" for line in lines[:index])
+                return self._end("repeats_suffix")
+            if self.rules.single_line:
+                self.text = lines[0]
+                return self._end("end_of_line")
+        deadline = self.rules.deadline
+        if len(lines) > first_fresh and deadline is not None and time.monotonic() >= deadline:
+            self.text = "".join(line + "\n" for line in lines)
+            return self._end("deadline")
+        return False
+
+    def _end(self, reason: str) -> bool:
+        self.reason = reason
+        return True

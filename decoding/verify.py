@@ -1,0 +1,81 @@
+"""Verification: which draft tokens the target accepts, and the token it adds after them.
+
+Greedy: accept while the draft token is the target's argmax, then take the target's argmax; the
+output is token for token what plain greedy decoding gives. Sampling: the rule of Leviathan et
+al. (2023) and Chen et al. (2023): accept draft token x with probability min(1, p(x)/q(x)); at the
+first rejection sample from norm(max(0, p - q)); after a fully accepted draft sample from p. Each
+committed token is then distributed exactly as the target alone would sample it. A deterministic
+drafter (prompt lookup) has q one-hot on its token. Ratios are taken in float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """Temperature and top-p sampling; temperature 0 means greedy."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution to sample from: softmax(logits / T), cut to the top-p nucleus."""
+        p = torch.softmax(logits.float() / self.temperature, dim=-1)          # [..., V]
+        if self.top_p < 1.0:
+            sorted_p, order = p.sort(dim=-1, descending=True)
+            outside = sorted_p.cumsum(-1) - sorted_p >= self.top_p             # mass before it
+            sorted_p = sorted_p.masked_fill(outside, 0.0)
+            p = torch.zeros_like(p).scatter(-1, order, sorted_p)
+            p = p / p.sum(-1, keepdim=True)
+        return p
+
+
+def accept_greedy(logits: torch.Tensor, draft: list[int]) -> tuple[int, int]:
+    """logits [len(draft) + 1, V] -> (accepted draft tokens, the target's next token)."""
+    best = logits.argmax(dim=-1).tolist()
+    n = 0
+    while n < len(draft) and draft[n] == best[n]:
+        n += 1
+    return n, best[n]
+
+
+def accept_sampled(logits: torch.Tensor, draft: list[int], q: torch.Tensor | None,
+                   sampler: Sampler, generator: torch.Generator) -> tuple[int, int]:
+    """logits [k + 1, V]; q [k, V] the draft's distributions, or None for one-hot drafts."""
+    p = sampler.probs(logits.cpu())                                            # [k + 1, V]
+    q = None if q is None else q.float().cpu()                                 # [k, V]
+    for i, x in enumerate(draft):
+        q_x = 1.0 if q is None else float(q[i, x])
+        p_x = float(p[i, x])
+        if _uniform(generator) * q_x < p_x:   # u < p/q, without dividing by a zero q
+            continue
+        residual = p[i].clone()
+        if q is None:
+            residual[x] = 0.0
+        else:
+            residual = (residual - q[i]).clamp_min(0.0)
+        if float(residual.sum()) <= 0.0:      # p == q up to rounding: any sample from p is right
+            residual = p[i]
+        return i, _sample(residual, generator)
+    return len(draft), _sample(p[len(draft)], generator)
+
+
+def sample(logits: torch.Tensor, sampler: Sampler, generator: torch.Generator) -> int:
+    """One token from the target alone: the reference the speculative sampler must match."""
+    return _sample(sampler.probs(logits.cpu()), generator)
+
+
+def _uniform(generator: torch.Generator) -> float:
+    return float(torch.rand((), generator=generator))
+
+
+def _sample(weights: torch.Tensor, generator: torch.Generator) -> int:
+    return int(torch.multinomial(weights / weights.sum(), 1, generator=generator))

@@ -1,0 +1,45 @@
+"""Shared fixtures: tiny seeded models built from a config (session-wide), and engines on them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import make_draft, make_model
+
+# Nothing in the tests may reach the Hugging Face hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tiny_dir) -> Path:
+    return make_model(tiny_dir / "target", vocab_size=400, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft(tiny_dir, tiny_target) -> Path:
+    """Same tokenizer as the target, other weights: a draft that is right only sometimes."""
+    return make_draft(tiny_target, tiny_dir / "draft", seed=1)
+
+
+def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
+                dtype: str = "auto", **settings):
+    """An engine on tiny models, loaded through the same code as the built-in pair."""
+    from decoding.engine import Engine, EngineSettings
+    from decoding.models import load, parse_spec
+    from decoding.prompt import Budget
+
+    cache = cache_dir or target.parent / "cache"
+    t = load(parse_spec(str(target), "target"), cache, "cpu", dtype)
+    d = load(parse_spec(str(draft), "draft"), cache, "cpu", dtype) if draft else None
+    settings.setdefault("budget", Budget(prefix=256, suffix=64))
+    settings.setdefault("max_tokens_limit", 64)
+    settings.setdefault("prefill_chunk", 32)
+    return Engine(t, d, EngineSettings(**settings))

@@ -1,0 +1,51 @@
+"""A cancelled call returns within one forward pass, marked cancelled, and its work stays cached."""
+
+from __future__ import annotations
+
+import pytest
+
+from decoding.engine import CompletionRequest
+from tests.conftest import tiny_engine
+
+
+class PassCounter:
+    """Counts forward passes of the models; cancels once `after` passes have run."""
+
+    def __init__(self, engine, after: int):
+        self.passes, self.after, self.at_cancel = 0, after, None
+        for model in [engine.target.model] + ([engine.draft.model] if engine.draft else []):
+            model.register_forward_pre_hook(self.count)
+
+    def count(self, module, args) -> None:
+        self.passes += 1
+
+    def cancelled(self) -> bool:
+        if self.passes >= self.after and self.at_cancel is None:
+            self.at_cancel = self.passes
+        return self.at_cancel is not None
+
+
+LONG_PREFIX = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(40))
+
+
+@pytest.mark.parametrize("after", [1, 3, 12])
+@pytest.mark.parametrize("drafter", ["none", "hybrid", "draft"])
+def test_cancel_lands_within_one_pass(tiny_target, tiny_draft, drafter, after):
+    engine = tiny_engine(tiny_target, tiny_draft)
+    counter = PassCounter(engine, after)
+    result = engine.complete(CompletionRequest(prefix=LONG_PREFIX, drafter=drafter, max_tokens=64,
+                                               stop_at_suffix=False, document="doc"), counter.cancelled)
+    assert result.outcome == "cancelled"
+    assert counter.passes - counter.at_cancel <= 1, "more than one pass ran after the cancel"
+
+
+def test_cancelled_prefill_is_kept_for_the_next_call(tiny_target):
+    engine = tiny_engine(tiny_target)
+    counter = PassCounter(engine, after=3)
+    request = CompletionRequest(prefix=LONG_PREFIX, drafter="none", max_tokens=8, document="doc")
+    first = engine.complete(request, counter.cancelled)
+    assert first.outcome == "cancelled" and first.text == ""
+    assert first.stats.prefilled_tokens == 3 * engine.settings.prefill_chunk
+    second = engine.complete(request)
+    assert second.outcome == "done"
+    assert second.stats.reused_tokens == first.stats.prefilled_tokens

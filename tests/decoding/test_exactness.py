@@ -1,0 +1,121 @@
+"""Exactness is the contract: every drafter's greedy output equals plain greedy, token for token.
+
+On tiny seeded models in bf16 (where a 1-row and a k-row pass can round differently), several
+seeds and vocabulary sizes, prompts that repeat and prompts that do not, and drafters that are
+always right and always wrong. Plain greedy itself is checked against Hugging Face `generate`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from decoding.drafter import Proposal
+from decoding.engine import CompletionRequest
+from tests.conftest import tiny_engine
+from tests.tiny import make_draft, make_model
+
+REPEATING = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
+             "def mul(a, b):\n    return a * b\n\n\ndef div(a, b):\n", "\n\nprint(add(1, 2))\n")
+
+
+def scrambled(seed: int) -> tuple[str, str]:
+    """Text that does not repeat itself: shuffled words, so lookup rarely finds anything."""
+    words = "alpha beta gamma delta parse value index token branch return yield class".split()
+    rng = random.Random(seed)
+    text = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(60))
+    return text[:200], text[200:]
+
+
+class Oracle:
+    """Proposes the true continuation (always right) or its neighbour (always wrong)."""
+
+    def __init__(self, truth: list[int], prompt_len: int, vocab: int, wrong: bool):
+        self.truth, self.prompt_len, self.vocab, self.wrong = truth, prompt_len, vocab, wrong
+        self.name = "wrong" if wrong else "oracle"
+
+    def begin(self, job) -> None:
+        pass
+
+    def propose(self, context: list[int], limit: int) -> Proposal:
+        done = len(context) - self.prompt_len  # tokens generated so far (incl. the pending one)
+        tokens = self.truth[done: done + limit]
+        if self.wrong:
+            tokens = [(t + 1) % self.vocab for t in tokens]
+        return Proposal(tokens, self.name)
+
+    def observe(self, proposal, accepted, propose_s, step_s) -> None:
+        pass
+
+
+def request(prefix: str, suffix: str, drafter: str, document: str, max_tokens: int = 40):
+    return CompletionRequest(prefix=prefix, suffix=suffix, drafter=drafter, document=document,
+                             max_tokens=max_tokens, stop_at_suffix=False)
+
+
+@pytest.fixture(scope="module", params=[(300, 3), (400, 4), (1000, 5)], ids=lambda p: f"vocab{p[0]}-seed{p[1]}")
+def engine(request, tiny_dir):
+    vocab, seed = request.param
+    target = make_model(tiny_dir / f"exact-t{vocab}-{seed}", vocab_size=vocab, seed=seed)
+    draft = make_draft(target, tiny_dir / f"exact-d{vocab}-{seed}", seed=seed + 100)
+    return tiny_engine(target, draft, pace_drafts=False)  # the draft always proposes here
+
+
+@pytest.mark.parametrize("prompt", [REPEATING, scrambled(0), scrambled(1)], ids=["repeating", "scrambled0", "scrambled1"])
+def test_every_drafter_gives_plain_greedy_tokens(engine, prompt):
+    prefix, suffix = prompt
+    plain = engine.complete(request(prefix, suffix, "none", "plain"))
+    assert plain.outcome == "done" and len(plain.tokens) > 0
+    accepted = proposed = 0
+    for drafter in ("lookup", "draft", "hybrid"):
+        result = engine.complete(request(prefix, suffix, drafter, f"doc-{drafter}"))
+        assert result.tokens == plain.tokens, f"{drafter} diverged from plain greedy"
+        assert result.text == plain.text
+        accepted += sum(result.stats.accepted.values())
+        proposed += sum(result.stats.proposed.values())
+    assert proposed > accepted > 0, "the drafts were neither all accepted nor all rejected"
+
+
+@pytest.mark.parametrize("wrong", [False, True], ids=["always-right", "always-wrong"])
+def test_right_and_wrong_drafts_change_nothing(engine, wrong):
+    prefix, suffix = REPEATING
+    plain = engine.complete(request(prefix, suffix, "none", "plain"))
+    prompt_len = len(engine.builder.build(prefix, suffix).ids)
+    engine.drafters["oracle"] = Oracle(plain.tokens + [0] * 8, prompt_len, engine.target.model.config.vocab_size, wrong)
+    result = engine.complete(request(prefix, suffix, "oracle", f"oracle-{wrong}"))
+    assert result.tokens == plain.tokens
+    steps = result.stats.steps
+    if wrong:
+        assert all(s.accepted == 0 for s in steps) and len(steps) == len(plain.tokens)
+    else:  # every pass takes width - 1 drafts and the target's own next token
+        assert sum(s.accepted for s in steps) >= len(plain.tokens) - len(steps)
+        assert len(steps) <= -(-len(plain.tokens) // engine.settings.width) + 1
+
+
+def test_reused_cache_gives_the_same_tokens(engine):
+    """A second call on the same document reuses the prompt's KV and decodes the same."""
+    prefix, suffix = REPEATING
+    first = engine.complete(request(prefix, suffix, "hybrid", "same-doc"))
+    again = engine.complete(request(prefix, suffix, "lookup", "same-doc"))
+    assert again.stats.reused_tokens == again.stats.prompt_tokens - 1
+    assert again.stats.prefilled_tokens == 0
+    assert again.tokens == first.tokens
+
+
+def test_plain_greedy_is_hugging_face_greedy(tiny_dir):
+    """In float32, where rounding does not decide argmaxes, plain decoding through the engine is
+    what `generate` gives: the engine's baseline is the model's own greedy decoding."""
+    target = make_model(tiny_dir / "fp32-target", vocab_size=400, seed=7)
+    engine = tiny_engine(target, dtype="fp32")
+    prefix, suffix = REPEATING
+    plain = engine.complete(request(prefix, suffix, "none", "fp32", max_tokens=30))
+    ids = engine.builder.build(prefix, suffix).ids
+    with torch.inference_mode():
+        out = engine.target.model.generate(torch.tensor([ids]), max_new_tokens=30, do_sample=False,
+                                           eos_token_id=sorted(engine.builder.stop_ids),
+                                           pad_token_id=engine.pad_id)
+    reference = out[0, len(ids):].tolist()
+    stop = next((i for i, t in enumerate(reference) if t in engine.builder.stop_ids), len(reference))
+    assert plain.tokens == reference[:stop]

@@ -1,0 +1,40 @@
+"""Prompt lookup: the longest match of the context's tail wins, from every source."""
+
+from __future__ import annotations
+
+from decoding.drafter import DraftJob
+from decoding.lookup import LookupDrafter, NgramIndex
+from decoding.prompt import Prompt
+
+
+def job(ids: list[int], previous: list[int] = (), extras: list[list[int]] = ()) -> DraftJob:
+    return DraftJob(Prompt(ids, [], [], "", list(extras)), previous=list(previous))
+
+
+def test_longest_match_in_the_context():
+    context = [1, 2, 3, 4, 9, 9, 2, 3, 4, 5, 6, 7, 8, 2, 3, 4]
+    drafter = LookupDrafter(max_ngram=8)
+    drafter.begin(job(context))
+    p = drafter.propose(context, 3)
+    assert p.tokens == [5, 6, 7] and p.match == 3  # "2 3 4" then 5 beats the older "2 3 4" then 9
+
+
+def test_nothing_to_propose_when_the_last_token_is_new():
+    drafter = LookupDrafter()
+    drafter.begin(job([1, 2, 3]))
+    assert drafter.propose([1, 2, 3, 42], 4).tokens == []
+
+
+def test_previous_completion_and_extra_texts_are_sources():
+    drafter = LookupDrafter()
+    drafter.begin(job([10, 11], previous=[11, 12, 13, 14], extras=[[50, 11, 12, 99]]))
+    p = drafter.propose([10, 11, 12], 2)
+    assert p.tokens == [13, 14], "the previous completion beats an extra text on an equal match"
+    drafter.begin(job([10, 11], extras=[[7, 10, 11, 60, 61]]))
+    assert drafter.propose([10, 11], 2).tokens == [60, 61]
+
+
+def test_index_grows_with_the_context():
+    index = NgramIndex([1, 2, 3])
+    index.extend([1, 2])
+    assert index.longest_match([1, 2], 4, end=5) == (2, 1)

@@ -1,0 +1,52 @@
+"""Stops: stop tokens, the token limit, single-line, suffix repeat and the deadline."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from transformers import AutoTokenizer
+
+from decoding.stops import Stopper, StopRules
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_target):
+    return AutoTokenizer.from_pretrained(tiny_target)
+
+
+def feed(tokenizer, text: str, **rules) -> Stopper:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    stopper = Stopper(tokenizer, StopRules(frozenset({tokenizer.eos_token_id}), rules.pop("max_tokens", 500), **rules))
+    for token in ids:
+        if stopper.push(token):
+            break
+    return stopper
+
+
+def test_stop_token_is_not_kept(tokenizer):
+    s = Stopper(tokenizer, StopRules(frozenset({tokenizer.eos_token_id}), 50))
+    for token in tokenizer.encode("x = 1", add_special_tokens=False):
+        assert not s.push(token)
+    assert s.push(tokenizer.eos_token_id)
+    assert s.text == "x = 1" and s.reason == "stop_token"
+
+
+def test_single_line_ends_at_the_first_line_end(tokenizer):
+    s = feed(tokenizer, "total += 1\n    return total\n", single_line=True)
+    assert s.text == "total += 1" and s.reason == "end_of_line"
+
+
+def test_a_line_repeating_the_suffix_is_cut(tokenizer):
+    s = feed(tokenizer, "    a, b = b, a + b\n    return a\n\nprint(1)\n", suffix_text="\n    return a\n")
+    assert s.text == "    a, b = b, a + b\n" and s.reason == "repeats_suffix"
+
+
+def test_token_limit(tokenizer):
+    s = feed(tokenizer, "a b c d e f g h i j k l m n o p", max_tokens=3)
+    assert len(s.tokens) == 3 and s.reason == "max_tokens"
+
+
+def test_deadline_ends_at_the_next_line_end(tokenizer):
+    s = feed(tokenizer, "first = 1\nsecond = 2\nthird = 3\n", deadline=time.monotonic() - 1)
+    assert s.text == "first = 1\n" and s.reason == "deadline"

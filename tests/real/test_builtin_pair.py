@@ -1,0 +1,52 @@
+"""On the real built-in pair: what only real models show. Slow; the models come from the cache
+that `make test` fills with `specd models pull`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from daemon.config import Config
+from daemon.runtime import build_engine
+from decoding.convert import is_converted
+from decoding.engine import CompletionRequest
+
+pytestmark = pytest.mark.real
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return build_engine(Config())
+
+
+def test_both_models_load_from_the_converted_cache(engine):
+    for loaded in (engine.target, engine.draft):
+        assert loaded.spec.kind == "builtin" and is_converted(loaded.folder)
+    assert engine.target.spec.ref == "qwen2.5-coder-1.5b-instruct"
+    assert engine.draft.spec.ref == "qwen2.5-coder-0.5b-instruct"
+
+
+def test_fibonacci_body_is_real_python(engine):
+    prefix = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    a, b = 0, 1\n    for _ in range(n):\n'
+    result = engine.complete(CompletionRequest(prefix=prefix, suffix="    return a\n", max_tokens=32, document="fib"))
+    assert result.outcome == "done"
+    body = result.text.replace(" ", "")
+    assert "a,b=b,a+b" in body or ("a=b" in body and "b=" in body), result.text
+    compile(prefix + result.text + "    return a\n", "fib.py", "exec")
+
+
+def test_every_drafter_gives_plain_greedy_on_real_cases(engine):
+    cases = [json.loads(line) for line in (ROOT / "bench" / "cases.jsonl").read_text().splitlines()[:3]]
+    accepted = 0
+    for i, case in enumerate(cases):
+        plain = engine.complete(CompletionRequest(prefix=case["prefix"], suffix=case["suffix"], drafter="none",
+                                                  max_tokens=24, document=f"real{i}", stop_at_suffix=False))
+        for drafter in ("lookup", "draft", "hybrid"):
+            result = engine.complete(CompletionRequest(prefix=case["prefix"], suffix=case["suffix"], drafter=drafter,
+                                                       max_tokens=24, document=f"real{i}", stop_at_suffix=False))
+            assert result.tokens == plain.tokens, f"case {i}: {drafter} diverged"
+            accepted += sum(result.stats.accepted.values())
+    assert accepted > 0
