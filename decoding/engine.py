@@ -64,6 +64,8 @@ class CompletionRequest:
     deadline_s: float | None = None            # seconds from the start of the call
     drafter: str = "hybrid"
     stop_at_suffix: bool = True                # end where the completion repeats the suffix
+    hints: tuple[str, ...] = ()                # likely continuations (a suggestion being typed
+                                               # through): lookup sources only, always verified
 
 
 @dataclass
@@ -106,7 +108,7 @@ class Engine:
         started = time.perf_counter()
         drafter = self._drafter(request)
         stats = Stats()
-        prompt = self.builder.build(request.prefix, request.suffix, request.extras)
+        prompt = self.builder.build(request.prefix, request.suffix, request.extras, request.hints)
         stats.tokenize_ms = _ms_since(started)
         stats.prompt_tokens = len(prompt.ids)
         slot = self.pool.get(request.document)

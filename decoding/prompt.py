@@ -86,7 +86,7 @@ class Prompt:
     prefix_ids: list[int]     # the prefix window's tokens (inside `ids`)
     suffix_ids: list[int]     # the suffix window's tokens (inside `ids`)
     suffix_text: str          # the suffix window as text, for the suffix-repeat stop
-    extra_ids: list[list[int]] = field(default_factory=list)  # every extra text, for lookup
+    extra_ids: list[list[int]] = field(default_factory=list)  # hints and extra texts, for lookup
 
 
 class PromptBuilder:
@@ -114,12 +114,14 @@ class PromptBuilder:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
-    def build(self, prefix: str, suffix: str, extras: tuple[tuple[str, str], ...] = ()) -> Prompt:
-        """FIM prompt for the cursor between `prefix` and `suffix`; `extras` are (path, text)."""
+    def build(self, prefix: str, suffix: str, extras: tuple[tuple[str, str], ...] = (),
+              hints: tuple[str, ...] = ()) -> Prompt:
+        """FIM prompt for the cursor between `prefix` and `suffix`; `extras` are (path, text),
+        `hints` texts for lookup only (never in the prompt)."""
         pre_id, suf_id, mid_id = self.special_ids
         prefix_ids = self._prefix_window(prefix)
         suffix_text, suffix_ids = self._suffix_window(suffix)
-        extra_ids = [self.encode(text) for _, text in extras]
+        extra_ids = [self.encode(text) for text in hints] + [self.encode(text) for _, text in extras]
         context = self._extra_context(extras)
         ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
         return Prompt(ids, prefix_ids, suffix_ids, suffix_text, extra_ids)

@@ -38,3 +38,20 @@ def test_index_grows_with_the_context():
     index = NgramIndex([1, 2, 3])
     index.extend([1, 2])
     assert index.longest_match([1, 2], 4, end=5) == (2, 1)
+
+
+def test_a_hint_is_proposed_and_verified_not_trusted(tiny_target):
+    """A hint (the rest of a suggestion being typed through) feeds lookup; the output is still
+    the target's own, whether the hint is right or wrong."""
+    from decoding.engine import CompletionRequest
+    from tests.conftest import tiny_engine
+
+    engine = tiny_engine(tiny_target)
+    prefix = "def parse(self, value):\n    "
+    plain = engine.complete(CompletionRequest(prefix=prefix, drafter="none", max_tokens=24, document="a"))
+    right = engine.complete(CompletionRequest(prefix=prefix, drafter="lookup", max_tokens=24, document="b",
+                                              hints=(plain.text,)))
+    wrong = engine.complete(CompletionRequest(prefix=prefix, drafter="lookup", max_tokens=24, document="c",
+                                              hints=("zzz qqq " * 8,)))
+    assert right.tokens == plain.tokens == wrong.tokens
+    assert sum(right.stats.accepted.values()) >= len(plain.tokens) // 2
