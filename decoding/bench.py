@@ -148,17 +148,26 @@ def first_line(text: str) -> str:
 
 def suffix_sweep(engine: Engine, cases: list[Case], budgets: list[int], max_tokens: int,
                  progress=print) -> dict:
-    """First-line quality and prefill cost for each suffix budget (plain greedy, single line)."""
-    out = {}
-    for budget in budgets:
-        trial = engine.with_settings(budget=replace(engine.settings.budget, suffix=budget))
-        right, prefill_s, prompt_tokens = 0, 0.0, 0
-        for i, case in enumerate(cases):
-            run = run_engine(trial, case, "none", max_tokens, f"suffix{budget}:{i}")
-            right += first_line(run.text) == first_line(case.middle) != ""
-            prefill_s += run.prefill_s
-        out[str(budget)] = {"cases": len(cases), "first_line_right": right,
-                            "first_line_rate": round(right / len(cases), 3),
-                            "prefill_s": round(prefill_s, 3)}
-        progress(f"suffix budget {budget}: first line right in {right} of {len(cases)}")
-    return {"suffix_budgets": out}
+    """First-line quality per suffix budget (plain greedy, single line), and what a keystroke
+    costs at each: every budget runs on the case's cached prefix, so its prefill time is the
+    recomputation of the suffix that a keystroke at the cursor forces."""
+    trial = engine.with_settings(budget=replace(engine.settings.budget, suffix=max(budgets)))
+    right = {b: 0 for b in budgets}
+    prefill_s = {b: 0.0 for b in budgets}
+    for i, case in enumerate(cases):
+        document = f"suffix:{i}"
+        # the state before the last keystroke: the measured call is then that keystroke
+        trial.complete(CompletionRequest(prefix=case.prefix[:-1], suffix=case.suffix, document=document,
+                                         max_tokens=1, drafter="none", suffix_tokens=max(budgets)))
+        for budget in budgets:
+            result = trial.complete(CompletionRequest(
+                prefix=case.prefix, suffix=case.suffix, document=document, max_tokens=max_tokens,
+                drafter="none", single_line=True, suffix_tokens=budget))
+            right[budget] += first_line(result.text) == first_line(case.middle) != ""
+            prefill_s[budget] += result.stats.prefill_ms / 1e3
+        trial.pool.drop(document)
+        progress(f"case {i + 1}/{len(cases)}: first lines right so far " +
+                 ", ".join(f"{b}:{right[b]}" for b in budgets))
+    return {"suffix_budgets": {str(b): {
+        "cases": len(cases), "first_line_right": right[b], "first_line_rate": round(right[b] / len(cases), 3),
+        "keystroke_prefill_s": round(prefill_s[b] / len(cases), 3)} for b in budgets}}

@@ -21,6 +21,13 @@ class Slot:
     draft: KVCache | None
     previous: list[int] = field(default_factory=list)
 
+    def forget(self) -> None:
+        """Drop what is cached (the tensors stay allocated for reuse)."""
+        self.target.truncate(0)
+        if self.draft is not None:
+            self.draft.truncate(0)
+        self.previous = []
+
 
 def kv_bytes(model: torch.nn.Module, capacity: int) -> int:
     """Bytes a static cache of `capacity` tokens takes for `model` (keys and values)."""

@@ -31,7 +31,7 @@ class ModelDrafter:
         self.pacing = Pacing(start=start_length, judge=pace)
         self.prompt: list[int] = []
         self.offset = 0
-        self.job = DraftJob(Prompt([], [], [], ""))
+        self.job = DraftJob(Prompt([], [], []))
         self.cache: KVCache | None = None
         self.forwards = 0  # passes in the current proposal
 

@@ -66,6 +66,8 @@ class CompletionRequest:
     stop_at_suffix: bool = True                # end where the completion repeats the suffix
     hints: tuple[str, ...] = ()                # likely continuations (a suggestion being typed
                                                # through): lookup sources only, always verified
+    reuse: bool = True                         # False: start from a cold cache (for comparisons)
+    suffix_tokens: int | None = None           # this request's suffix budget (at most the engine's)
 
 
 @dataclass
@@ -108,10 +110,13 @@ class Engine:
         started = time.perf_counter()
         drafter = self._drafter(request)
         stats = Stats()
-        prompt = self.builder.build(request.prefix, request.suffix, request.extras, request.hints)
+        prompt = self.builder.build(request.prefix, request.suffix, request.extras, request.hints,
+                                    request.suffix_tokens)
         stats.tokenize_ms = _ms_since(started)
         stats.prompt_tokens = len(prompt.ids)
         slot = self.pool.get(request.document)
+        if not request.reuse:
+            slot.forget()
         completion = self._run(request, prompt, slot, drafter, stats, cancelled, started)
         stats.total_ms = _ms_since(started)
         return completion
@@ -120,6 +125,8 @@ class Engine:
         if request.drafter not in self.drafters:
             raise RequestError(f"drafter {request.drafter!r} is not available; choose one of "
                                f"{', '.join(self.drafters)}" + ("" if self.draft else " (no draft model loaded)"))
+        if request.suffix_tokens is not None and not 0 <= request.suffix_tokens <= self.settings.budget.suffix:
+            raise RequestError(f"suffix_tokens must be 0..{self.settings.budget.suffix}, not {request.suffix_tokens}")
         if not 1 <= request.max_tokens <= self.settings.max_tokens_limit:
             raise RequestError(f"max_tokens must be 1..{self.settings.max_tokens_limit}, not {request.max_tokens}")
         return self.drafters[request.drafter]
@@ -136,7 +143,7 @@ class Engine:
         deadline = None if request.deadline_s is None else time.monotonic() + request.deadline_s
         stopper = Stopper(self.target.tokenizer, StopRules(
             self.builder.stop_ids, request.max_tokens, request.single_line,
-            prompt.suffix_text if request.stop_at_suffix else "", deadline))
+            request.suffix if request.stop_at_suffix else "", deadline))
         generator = torch.Generator().manual_seed(request.sampler.seed)
         job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft)
         outcome = "cancelled"

@@ -85,7 +85,6 @@ class Prompt:
     ids: list[int]            # the whole prompt, ready for the target
     prefix_ids: list[int]     # the prefix window's tokens (inside `ids`)
     suffix_ids: list[int]     # the suffix window's tokens (inside `ids`)
-    suffix_text: str          # the suffix window as text, for the suffix-repeat stop
     extra_ids: list[list[int]] = field(default_factory=list)  # hints and extra texts, for lookup
 
 
@@ -115,16 +114,18 @@ class PromptBuilder:
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
     def build(self, prefix: str, suffix: str, extras: tuple[tuple[str, str], ...] = (),
-              hints: tuple[str, ...] = ()) -> Prompt:
+              hints: tuple[str, ...] = (), suffix_budget: int | None = None) -> Prompt:
         """FIM prompt for the cursor between `prefix` and `suffix`; `extras` are (path, text),
-        `hints` texts for lookup only (never in the prompt)."""
+        `hints` texts for lookup only (never in the prompt); `suffix_budget` overrides the
+        budget's suffix tokens."""
         pre_id, suf_id, mid_id = self.special_ids
         prefix_ids = self._prefix_window(prefix)
-        suffix_text, suffix_ids = self._suffix_window(suffix)
+        suffix_ids = self._suffix_window(
+            suffix, self.budget.suffix if suffix_budget is None else suffix_budget)
         extra_ids = [self.encode(text) for text in hints] + [self.encode(text) for _, text in extras]
         context = self._extra_context(extras)
         ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
-        return Prompt(ids, prefix_ids, suffix_ids, suffix_text, extra_ids)
+        return Prompt(ids, prefix_ids, suffix_ids, extra_ids)
 
     def _prefix_window(self, prefix: str) -> list[int]:
         """The prefix from the first `LINE_STEP`-aligned line whose window fits the budget."""
@@ -150,20 +151,19 @@ class PromptBuilder:
             start += LINE_STEP
         return start
 
-    def _suffix_window(self, suffix: str) -> tuple[str, list[int]]:
+    def _suffix_window(self, suffix: str, budget: int) -> list[int]:
         """The suffix's first lines, as many whole lines as fit the budget."""
-        if self.budget.suffix <= 0 or not suffix:
-            return "", []
+        if budget <= 0 or not suffix:
+            return []
         kept, ids = "", []
         for line in suffix.splitlines(keepends=True):
             more = self.encode(kept + line)
-            if len(more) > self.budget.suffix:
+            if len(more) > budget:
                 break
             kept, ids = kept + line, more
         if not kept:  # a first line longer than the budget: its head
-            ids = self.encode(suffix.splitlines(keepends=True)[0])[: self.budget.suffix]
-            kept = self.tokenizer.decode(ids)
-        return kept, ids
+            ids = self.encode(suffix.splitlines(keepends=True)[0])[:budget]
+        return ids
 
     def _extra_context(self, extras: tuple[tuple[str, str], ...]) -> list[int]:
         """Other files, nearest-listed first, while they fit the extra budget."""

@@ -7,6 +7,7 @@ it has passed, the completion ends at the next line end, like llama.cpp's `t_max
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ class StopRules:
     stop_ids: frozenset[int]
     max_tokens: int
     single_line: bool = False
-    suffix_text: str = ""
+    suffix_text: str = ""           # the document after the cursor (for the repeat stop)
     deadline: float | None = None  # time.monotonic() after which to end at the next line end
 
 
@@ -27,7 +28,7 @@ class Stopper:
         self.text = ""
         self.reason: str | None = None
         self.finished = 0  # lines already checked
-        lines = [line.strip() for line in rules.suffix_text.splitlines()]
+        lines = (line.strip() for line in io.StringIO(rules.suffix_text))  # lazily: it may be long
         self.suffix_line = next((line for line in lines if line), "")
 
     @property

@@ -119,3 +119,12 @@ def test_plain_greedy_is_hugging_face_greedy(tiny_dir):
     reference = out[0, len(ids):].tolist()
     stop = next((i for i, t in enumerate(reference) if t in engine.builder.stop_ids), len(reference))
     assert plain.tokens == reference[:stop]
+
+
+def test_reuse_off_starts_cold_and_decodes_the_same(engine):
+    prefix, suffix = REPEATING
+    warm = engine.complete(request(prefix, suffix, "hybrid", "cold-doc"))
+    cold = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, drafter="hybrid", document="cold-doc",
+                                             max_tokens=40, stop_at_suffix=False, reuse=False))
+    assert cold.stats.reused_tokens == 0 and cold.stats.prefilled_tokens == cold.stats.prompt_tokens - 1
+    assert cold.tokens == warm.tokens

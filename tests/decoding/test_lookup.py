@@ -8,7 +8,7 @@ from decoding.prompt import Prompt
 
 
 def job(ids: list[int], previous: list[int] = (), extras: list[list[int]] = ()) -> DraftJob:
-    return DraftJob(Prompt(ids, [], [], "", list(extras)), previous=list(previous))
+    return DraftJob(Prompt(ids, [], [], list(extras)), previous=list(previous))
 
 
 def test_longest_match_in_the_context():
