@@ -1,4 +1,5 @@
-# `make run`: set up, fetch the built-in models, show a real completion.  `make test`: the suite.
+# `make run`: set up, fetch the built-in models, start the daemon, show a real completion through it.
+# `make test`: the suite.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -20,7 +21,8 @@ models: setup
 	$(BIN)/specd models pull
 
 run: models
-	$(BIN)/specd complete --no-daemon --file examples/fib.py --at 5:1
+	$(BIN)/specd start
+	$(BIN)/specd complete --file examples/fib.py --at 5:1
 
 test: models
 	$(BIN)/python -m pytest -q -rs

@@ -9,8 +9,11 @@ from pathlib import Path
 import msgspec
 
 from daemon.config import load_config
-from decoding.bench import ANCHORS, Case, bench, suffix_sweep
-from decoding.engine import DRAFTERS, RequestError
+from daemon.protocol import Drafter
+
+# The engine's modules (torch) are imported by the command, not by building the parser: every
+# `specd` command builds it. The anchors' names here are for --help; cmd_bench checks the real ones.
+ANCHOR_NAMES = "hf-greedy, hf-assisted, hf-lookup"
 
 
 def add_bench_parser(sub) -> None:
@@ -20,15 +23,18 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--draft", help="draft model spec, or none (default: the config's)")
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--modes", default="none,lookup,draft,hybrid",
-                   help=f"comma-separated: {', '.join(DRAFTERS)}, none@1 (one-row passes)")
-    p.add_argument("--anchors", action="store_true", help=f"add {', '.join(ANCHORS)}")
+                   help=f"comma-separated: {', '.join(Drafter.__args__)}, none@1 (one-row passes)")
+    p.add_argument("--anchors", action="store_true", help=f"add {ANCHOR_NAMES}")
     p.add_argument("--limit", type=int, help="only the first N cases")
     p.add_argument("--suffix-budgets", help="instead of speed: first-line quality per suffix budget, e.g. 0,32,64")
     p.add_argument("--json", type=Path, help="write the results here")
     p.set_defaults(run=cmd_bench)
 
 
-def read_cases(path: Path, limit: int | None) -> list[Case]:
+def read_cases(path: Path, limit: int | None) -> list:
+    from decoding.bench import Case
+    from decoding.engine import RequestError
+
     cases = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
@@ -43,6 +49,8 @@ def read_cases(path: Path, limit: int | None) -> list[Case]:
 
 def cmd_bench(args) -> int:
     from daemon.runtime import build_engine
+    from decoding.bench import ANCHORS, bench, suffix_sweep
+    from decoding.engine import DRAFTERS, RequestError
 
     config = load_config(args.config)
     models = msgspec.structs.replace(config.models, target=args.target or config.models.target,

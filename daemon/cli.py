@@ -11,13 +11,26 @@ import time
 from pathlib import Path
 
 from daemon.config import ConfigError, load_config, render
-from decoding.engine import RequestError
-from decoding.fetch import ChunkError
-from decoding.manifest import BUILTIN_BY_NAME
-from decoding.models import ModelError, info, parse_spec, pull_builtin
-from decoding.prompt import PromptError
 
-USER_ERRORS = (ConfigError, ModelError, ChunkError, PromptError, RequestError)
+# Commands that only talk to the daemon (start, stop, status, complete, trace) never import torch:
+# the engine's modules load only in the commands that build an engine.
+
+
+class UsageError(Exception):
+    """A command line that cannot be served as given."""
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors a user can cause: said in one line, exit status 2. The engine's can only have been
+    raised if their modules were imported, and importing them just to catch nothing costs torch."""
+    from daemon.client import DaemonError, NotRunning
+    from daemon.lifecycle import StartError
+    from daemon.paths import SetupError
+
+    engine_errors = [("decoding.engine", "RequestError"), ("decoding.fetch", "ChunkError"),
+                     ("decoding.models", "ModelError"), ("decoding.prompt", "PromptError")]
+    return (ConfigError, UsageError, SetupError, StartError, NotRunning, DaemonError,
+            *(getattr(sys.modules[module], name) for module, name in engine_errors if module in sys.modules))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,11 +39,13 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.run(args) or 0
-    except USER_ERRORS as error:
-        print(f"specd: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as error:
+        if not isinstance(error, user_errors()):
+            raise
+        print(f"specd: {error}", file=sys.stderr)
+        return 2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -57,11 +72,22 @@ def parser() -> argparse.ArgumentParser:
     complete.set_defaults(run=cmd_complete)
 
     from daemon.bench_cli import add_bench_parser
+    from daemon.bench_daemon import add_bench_daemon_parser
+    from daemon.lifecycle import add_lifecycle_parsers
+    from daemon.trace_cli import add_trace_parser
+    add_lifecycle_parsers(sub)
+    add_trace_parser(sub)
     add_bench_parser(sub)
+    add_bench_daemon_parser(sub)
+    from lsp.cli import add_parsers as add_lsp_parsers  # the editor's side: `lsp`, `replay`
+    add_lsp_parsers(sub)
     return p
 
 
 def cmd_models(args) -> int:
+    from decoding.manifest import BUILTIN_BY_NAME
+    from decoding.models import info, parse_spec, pull_builtin
+
     config = load_config(args.config)
     cache = config.cache_dir()
     if args.action == "pull":
@@ -92,20 +118,23 @@ def cmd_config(args) -> int:
 
 def read_cursor(file: str, at: str | None) -> tuple[str, str, str]:
     """(document uri, prefix, suffix) for the file cut at LINE:COL (1-based; default: its end)."""
-    text = sys.stdin.read() if file == "-" else Path(file).read_text()
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {file}: {error}") from None
     uri = "stdin" if file == "-" else Path(file).resolve().as_uri()
     if at is None:
         return uri, text, ""
     try:
         line, col = (int(x) for x in at.split(":"))
     except ValueError:
-        raise RequestError(f"--at wants LINE:COL, not {at!r}") from None
+        raise UsageError(f"--at wants LINE:COL, not {at!r}") from None
     lines = text.splitlines(keepends=True)
     if not (1 <= line <= len(lines) + 1) or col < 1:
-        raise RequestError(f"--at {at} is outside the file ({len(lines)} lines)")
+        raise UsageError(f"--at {at} is outside the file ({len(lines)} lines)")
     current = lines[line - 1] if line <= len(lines) else ""
     if col - 1 > len(current.rstrip("\n")):
-        raise RequestError(f"--at {at}: line {line} has {len(current.rstrip(chr(10)))} characters")
+        raise UsageError(f"--at {at}: line {line} has {len(current.rstrip(chr(10)))} characters")
     offset = sum(map(len, lines[: line - 1])) + col - 1
     return uri, text[:offset], text[offset:]
 

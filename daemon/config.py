@@ -14,12 +14,10 @@ from typing import Literal
 
 import msgspec
 
-from decoding.engine import DRAFTERS, EngineSettings
-from decoding.models import default_cache_dir
-from decoding.prompt import Budget
+from daemon.protocol import Drafter  # the engine's drafter names; runtime.py checks they agree
 
-Drafter = Literal["none", "lookup", "draft", "hybrid"]
-assert set(Drafter.__args__) == set(DRAFTERS), "config and engine name the same drafters"
+# No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
+# engine's modules are imported only where an engine is built.
 
 
 class ConfigError(Exception):
@@ -58,11 +56,15 @@ class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Daemon(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    socket: str = ""                 # default: $XDG_RUNTIME_DIR/specd/specd.sock
-    tcp_port: int = 0                # 0: no TCP; else loopback only, with a token
+    socket: str = ""                 # default: $XDG_RUNTIME_DIR/specd/specd.sock, else /tmp/specd-$UID/
+    state_dir: str = ""              # log, pid file, trace, token; default: $XDG_STATE_HOME/specd
+    tcp_port: int = 0                # 0: no TCP; else 127.0.0.1 only, with a token
+    token_file: str = ""             # the TCP token (made owner-only if absent); default: <state_dir>/token
     max_frame_bytes: int = 8 << 20
     trace: bool = True
-    trace_max_mb: int = 16
+    trace_max_mb: int = 16           # the trace file and its one rotated predecessor together
+    log_max_mb: int = 8              # the log is rotated at start-up past this
+    start_timeout_s: int = 600       # `specd start` gives up (and stops the daemon) after this
 
 
 class Lsp(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -78,9 +80,15 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lsp: Lsp = Lsp()
 
     def cache_dir(self) -> Path:
+        from decoding.models import default_cache_dir
+
         return Path(self.models.cache_dir).expanduser() if self.models.cache_dir else default_cache_dir()
 
-    def engine_settings(self, device_type: str) -> EngineSettings:
+    def engine_settings(self, device_type: str):
+        """The engine's settings (a decoding.engine.EngineSettings) for a device type."""
+        from decoding.engine import EngineSettings
+        from decoding.prompt import Budget
+
         e = self.engine
         suffix = e.suffix_tokens if e.suffix_tokens >= 0 else SUFFIX_DEFAULT[device_type == "cuda"]
         return EngineSettings(
@@ -129,6 +137,8 @@ def _validated(config: Config, path: Path) -> Config:
         (c.deadline_ms >= 0, "completion.deadline_ms must not be negative"),
         (0 <= d.tcp_port <= 65535, "daemon.tcp_port must be 0..65535"),
         (d.max_frame_bytes >= 1024, "daemon.max_frame_bytes must be at least 1024"),
+        (d.trace_max_mb >= 1 and d.log_max_mb >= 1, "daemon.trace_max_mb and daemon.log_max_mb must be at least 1"),
+        (d.start_timeout_s >= 1, "daemon.start_timeout_s must be at least 1"),
         (e.cache_memory_mb >= 1, "engine.cache_memory_mb must be at least 1"),
     ]
     for ok, message in checks:

@@ -5,26 +5,34 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 from daemon.config import Config
-from decoding.engine import Engine
+from daemon.protocol import Drafter
+from decoding.engine import DRAFTERS, Engine
 from decoding.models import LoadedModel, load, parse_spec, quantize_int8
 
 log = logging.getLogger("specd")
+assert set(Drafter.__args__) == set(DRAFTERS), "the config, the protocol and the engine name the same drafters"
 
-def load_models(config: Config, pull: bool = False) -> tuple[LoadedModel, LoadedModel | None]:
+
+def load_models(config: Config, pull: bool = False,
+                progress: Callable[[str], None] = log.info) -> tuple[LoadedModel, LoadedModel | None]:
     m = config.models
     started = time.perf_counter()
+    progress(f"loading target {m.target}")
     target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull)
     draft = None
     if m.draft != "none":
+        progress(f"loading draft {m.draft}")
         draft = load(parse_spec(m.draft, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull)
         if m.draft_quantize == "int8" or (m.draft_quantize == "auto" and draft.device.type == "cpu"):
             draft = quantize_int8(draft)
-    log.info("models loaded in %.1f s: target %s, draft %s, on %s in %s", time.perf_counter() - started,
-             target.spec, draft.spec if draft else "none", target.device, str(target.dtype).removeprefix("torch."))
+    progress(f"models loaded in {time.perf_counter() - started:.1f} s: target {target.spec}, draft "
+             f"{draft.spec if draft else 'none'}, on {target.device} in {str(target.dtype).removeprefix('torch.')}")
     return target, draft
 
-def build_engine(config: Config, pull: bool = False) -> Engine:
-    target, draft = load_models(config, pull)
+
+def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
+    target, draft = load_models(config, pull, progress)
     return Engine(target, draft, config.engine_settings(target.device.type))

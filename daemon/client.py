@@ -1,0 +1,176 @@
+"""The daemon's asyncio client: one connection, many requests in flight, replies matched by id.
+
+    client = await Client.connect(config, start=True)   # start a daemon if none answers
+    reply = await client.complete(protocol.Complete(id=new_request_id(), document=uri, text=text, cursor=i))
+
+An Error reply raises DaemonError. If the connection drops, every pending call raises
+ConnectionError (reconnect with start=True). Cancelling the task that awaits `complete` sends the
+daemon a Cancel for it. Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+import msgspec
+
+from daemon import protocol
+from daemon.config import Config
+from daemon.paths import Paths, SetupError, read_token
+
+log = logging.getLogger("specd.client")
+_ids = itertools.count(1)
+HANDSHAKE_TIMEOUT_S = 10.0   # a daemon answers at once (its model work is on another thread)
+
+
+def new_request_id() -> int:
+    """A request id unique in this process."""
+    return next(_ids)
+
+
+class DaemonError(Exception):
+    """The daemon answered a request with an Error."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+class NotRunning(ConnectionError):
+    """No daemon answers where the config says it listens (or, with start=True, none could start)."""
+
+
+class Client:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, welcome: protocol.Welcome):
+        self.welcome = welcome
+        self._reader, self._writer = reader, writer
+        self._pending: dict[int, asyncio.Future] = {}
+        self._lost: ConnectionError | None = None
+        self._replies = asyncio.create_task(self._read_replies(), name="specd-client-replies")
+
+    @classmethod
+    async def connect(cls, config: Config, start: bool = False, timeout: float = 120.0) -> Client:
+        """Connect to the daemon (its Unix socket, else its loopback TCP port when configured).
+        start=True: if none answers, start one as `specd start` does, and wait for it."""
+        try:
+            return await asyncio.wait_for(cls._open(config), timeout)
+        except ConnectionError:
+            if not start:
+                raise
+        from daemon.lifecycle import StartError, start_daemon
+
+        try:
+            await asyncio.wait_for(asyncio.to_thread(start_daemon, config, log.info, timeout), timeout)
+        except (StartError, SetupError) as error:
+            raise NotRunning(f"cannot start the specd daemon: {error}") from None
+        return await asyncio.wait_for(cls._open(config), timeout)
+
+    @classmethod
+    async def _open(cls, config: Config) -> Client:
+        paths = Paths.of(config)
+        try:
+            reader, writer = await asyncio.open_unix_connection(paths.socket)
+            token = ""
+        except OSError as error:
+            if not config.daemon.tcp_port:
+                raise NotRunning(f"no specd daemon answers at {paths.socket} ({error.strerror or error}); "
+                                 "start one with `specd start`") from None
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", config.daemon.tcp_port)
+            except OSError as tcp_error:
+                raise NotRunning(f"no specd daemon answers at {paths.socket} or on 127.0.0.1:"
+                                 f"{config.daemon.tcp_port} ({tcp_error.strerror or tcp_error})") from None
+            try:
+                token = read_token(paths.token, make=False)
+            except SetupError as token_error:
+                writer.close()
+                raise NotRunning(str(token_error)) from None
+        try:
+            return await asyncio.wait_for(cls.handshake(reader, writer, token, config.daemon.max_frame_bytes),
+                                          HANDSHAKE_TIMEOUT_S)
+        except TimeoutError:
+            writer.close()
+            raise NotRunning(f"something listens at {writer.get_extra_info('peername') or paths.socket} "
+                             "but does not answer the handshake") from None
+
+    @classmethod
+    async def handshake(cls, reader, writer, token: str, max_frame_bytes: int) -> Client:
+        writer.write(protocol.pack(protocol.Hello(protocol.VERSION, "specd-client", token)))
+        try:
+            reply = protocol.decode_reply(await protocol.read_frame(reader, max_frame_bytes))
+        except (asyncio.IncompleteReadError, ConnectionError, protocol.FrameTooLarge, msgspec.DecodeError) as error:
+            writer.close()
+            raise NotRunning(f"no specd daemon answered the handshake ({error})") from None
+        if isinstance(reply, protocol.Error):
+            writer.close()
+            raise DaemonError(reply.code, reply.message)
+        assert isinstance(reply, protocol.Welcome), f"a handshake is answered by welcome, not {reply!r}"
+        return cls(reader, writer, reply)
+
+    async def complete(self, request: protocol.Complete) -> protocol.Completion:
+        try:
+            return await self._request(request)
+        except asyncio.CancelledError:
+            if not self._lost and not self._writer.is_closing():
+                self._writer.write(protocol.pack(protocol.Cancel(request.id)))
+            raise
+
+    async def cancel(self, request_id: int) -> None:
+        """Ask the daemon to cancel a request; its `complete` call returns "cancelled"."""
+        await self._send(protocol.Cancel(request_id))
+
+    async def status(self) -> protocol.Status:
+        return await self._request(protocol.GetStatus(new_request_id()))
+
+    async def shutdown(self) -> protocol.ShuttingDown:
+        return await self._request(protocol.Shutdown(new_request_id()))
+
+    async def close(self) -> None:
+        """Close the connection; calls still pending raise ConnectionError (the daemon cancels them)."""
+        self._writer.close()
+        self._replies.cancel()
+        try:
+            await self._writer.wait_closed()
+        except ConnectionError:
+            pass
+
+    async def _request(self, message):
+        assert message.id not in self._pending, f"request id {message.id} is already in flight"
+        future = asyncio.get_running_loop().create_future()
+        self._pending[message.id] = future
+        try:
+            await self._send(message)
+            reply = await future
+        finally:
+            self._pending.pop(message.id, None)
+        if isinstance(reply, protocol.Error):
+            raise DaemonError(reply.code, reply.message)
+        return reply
+
+    async def _send(self, message: protocol.Message) -> None:
+        if self._lost:
+            raise self._lost
+        self._writer.write(protocol.pack(message))
+        await self._writer.drain()
+
+    async def _read_replies(self) -> None:
+        try:
+            while True:
+                body = await protocol.read_frame(self._reader, self.welcome.max_frame_bytes)
+                reply = protocol.decode_reply(body)
+                future = self._pending.get(getattr(reply, "id", None))
+                if future is not None and not future.done():
+                    future.set_result(reply)
+                elif isinstance(reply, protocol.Error):
+                    log.warning("the daemon says %s: %s", reply.code, reply.message)
+        except (asyncio.IncompleteReadError, ConnectionError, protocol.FrameTooLarge) as error:
+            self._lost = ConnectionError(f"the connection to the daemon was lost ({error or 'closed'})")
+        except asyncio.CancelledError:
+            self._lost = ConnectionError("the connection to the daemon was closed")
+        except Exception as error:  # a reply this client cannot read: the connection is unusable
+            self._lost = ConnectionError(f"cannot read the daemon's reply: {error}")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(self._lost)

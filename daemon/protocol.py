@@ -1,0 +1,253 @@
+"""The daemon's wire protocol: a tagged union of msgspec Structs, as JSON, in length-prefixed frames.
+
+A frame is a 4-byte big-endian length, then that many bytes of one JSON message whose `type`
+field names it. A connection starts with Hello -> Welcome (the version handshake; over TCP, Hello
+carries the token). After that a client sends requests, each with an id it chooses (unique among
+its requests in flight), and gets exactly one reply per request with the same id: Complete ->
+Completion (outcome "done" or "cancelled") or Error; GetStatus -> Status; Shutdown ->
+ShuttingDown. Cancel is a notice, not a request: the request it names gets its one reply.
+
+A frame over the size cap, bytes that are not JSON, or a message that does not fit these types is
+answered with an Error (with the request id when it can be read) and the connection lives on.
+This module needs neither torch nor the engine, so that clients import it cheaply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Annotated, Literal
+
+import msgspec
+
+VERSION = 1
+HEADER = struct.Struct(">I")          # the length of the JSON body that follows
+DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
+
+Id = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+Drafter = Literal["none", "lookup", "draft", "hybrid"]
+Outcome = Literal["done", "cancelled"]
+
+
+class Message(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):
+    """Every message on the wire."""
+
+
+# --- the handshake ---
+
+class Hello(Message, tag="hello"):
+    version: int
+    client: str = ""                  # who is asking, for the log: "specd-lsp 0.1", "specd complete"
+    token: str = ""                   # required over TCP: the contents of the token file
+
+
+class Welcome(Message, tag="welcome"):
+    version: int
+    pid: int
+    max_frame_bytes: int
+
+
+# --- requests from a client ---
+
+class Extra(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Another open file: prompt context (within its budget) and a source of lookup drafts."""
+    path: str
+    text: str
+
+
+class Complete(Message, tag="complete"):
+    """Complete `document` at a cursor: `text` and `cursor` (a character offset into it), or
+    `prefix` and `suffix`. Unset options take the config's [completion] values."""
+    id: Id
+    document: str                                      # an identifier, usually the file's uri
+    text: str | None = None
+    cursor: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    prefix: str | None = None
+    suffix: str | None = None
+    language: str = ""
+    max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    single_line: bool = False
+    temperature: Annotated[float, msgspec.Meta(ge=0.0, le=5.0)] | None = None
+    top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
+    deadline_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None  # 0: none
+    drafter: Drafter | None = None
+    extras: list[Extra] = []
+    hints: list[str] = []             # likely continuations: lookup sources only, always verified
+    supersede: bool = True            # False: do not cancel older requests for this document
+    reuse: bool = True                # False: start from a cold cache (for side-by-side comparisons)
+    suffix_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None  # this request's suffix budget
+
+    def split(self) -> tuple[str, str]:
+        """(prefix, suffix); ValueError says what is wrong with the cursor fields."""
+        if self.prefix is not None:
+            if self.text is not None or self.cursor is not None:
+                raise ValueError("give text and cursor, or prefix and suffix, not both")
+            return self.prefix, self.suffix or ""
+        if self.text is None or self.cursor is None or self.suffix is not None:
+            raise ValueError("a complete request needs text and cursor, or prefix (and suffix)")
+        if self.cursor > len(self.text):
+            raise ValueError(f"cursor {self.cursor} is past the end of the text ({len(self.text)} characters)")
+        return self.text[: self.cursor], self.text[self.cursor:]
+
+
+class Cancel(Message, tag="cancel"):
+    id: Id                            # the request to cancel; it gets its "cancelled" reply
+
+
+class GetStatus(Message, tag="get_status"):
+    id: Id
+
+
+class Shutdown(Message, tag="shutdown"):
+    id: Id
+
+
+# --- replies from the daemon ---
+
+class CompletionStats(msgspec.Struct, frozen=True):
+    prompt_tokens: int = 0
+    reused_tokens: int = 0            # prompt tokens whose KV came from the document's cache
+    prefilled_tokens: int = 0
+    new_tokens: int = 0
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    proposed: dict[str, int] = {}     # per drafter
+    accepted: dict[str, int] = {}
+    queue_ms: float = 0.0             # waiting for the model worker
+    tokenize_ms: float = 0.0
+    prefill_ms: float = 0.0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    total_ms: float = 0.0             # the engine's time, from tokenizing to the last token
+
+
+class Completion(Message, tag="completion"):
+    id: Id
+    text: str
+    outcome: Outcome
+    stop_reason: str | None = None
+    stats: CompletionStats = CompletionStats()
+
+
+class Error(Message, tag="error"):
+    id: Id | None                     # None where the request's id could not be read
+    code: str                         # malformed, invalid, unknown_type, frame_too_large, ...
+    message: str
+
+
+class Active(msgspec.Struct, frozen=True):
+    id: int
+    document: str
+    state: Literal["queued", "running"]
+    passes: int = 0                   # forward passes run for it so far
+
+
+class Status(Message, tag="status"):
+    id: Id
+    pid: int
+    version: str
+    uptime_s: float
+    target: str
+    draft: str
+    device: str
+    dtype: str
+    socket: str
+    tcp_port: int
+    rss_mb: float
+    cache_mb: float                   # KV caches held for documents
+    cache_documents: int
+    served: int                       # completions answered "done"
+    cancelled: int
+    errors: int
+    reuse: float | None               # share of prompt tokens served from the cache
+    acceptance: dict[str, float]      # accepted / proposed per drafter
+    p50_ms: float | None              # time to result of "done" requests
+    p95_ms: float | None
+    forward_passes: int
+    active: list[Active] = []
+
+
+class ShuttingDown(Message, tag="shutting_down"):
+    id: Id
+    cancelled: int                    # requests it cancelled on the way out
+
+
+ClientMessage = Hello | Complete | Cancel | GetStatus | Shutdown
+ServerMessage = Welcome | Completion | Error | Status | ShuttingDown
+CLIENT_TYPES = frozenset(t.__struct_config__.tag for t in ClientMessage.__args__)
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("specd")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class FrameTooLarge(Exception):
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"a frame of {size} bytes is over the limit of {limit}")
+        self.size, self.limit = size, limit
+
+
+_encoder = msgspec.json.Encoder()
+_client_decoder = msgspec.json.Decoder(ClientMessage)
+_server_decoder = msgspec.json.Decoder(ServerMessage)
+
+
+class _Envelope(msgspec.Struct):
+    """What can be read of a message that does not validate: its type and id, if any."""
+    type: str | None = None
+    id: int | None = None
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+
+
+def pack(message: Message) -> bytes:
+    body = _encoder.encode(message)
+    return HEADER.pack(len(body)) + body
+
+
+async def read_frame(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """One frame's body. Over `limit`, the body is read and dropped (so the stream stays in step)
+    and FrameTooLarge raised. EOF raises asyncio.IncompleteReadError."""
+    (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+    if size > limit:
+        left = size
+        while left:
+            left -= len(await reader.readexactly(min(left, DISCARD_CHUNK)))
+        raise FrameTooLarge(size, limit)
+    return await reader.readexactly(size)
+
+
+def decode_request(body: bytes) -> ClientMessage | Error:
+    """A client's message, or the Error that answers it (with its id where that can be read)."""
+    try:
+        return _client_decoder.decode(body)
+    except UnicodeDecodeError as error:
+        readable = body.decode("utf-8", "replace").encode()
+        return Error(_peek(readable).id, "malformed", f"the frame is not valid UTF-8 ({error.reason})")
+    except msgspec.ValidationError as error:
+        envelope = _peek(body)
+        if envelope.type is not None and envelope.type not in CLIENT_TYPES:
+            return Error(envelope.id, "unknown_type", f"unknown message type {envelope.type!r}; "
+                         f"known: {', '.join(sorted(CLIENT_TYPES))}")
+        return Error(envelope.id, "invalid", str(error))
+    except msgspec.DecodeError as error:
+        return Error(None, "malformed", str(error))
+
+
+def _peek(body: bytes) -> _Envelope:
+    try:
+        return _envelope_decoder.decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return _Envelope()
+
+
+def decode_reply(body: bytes) -> ServerMessage:
+    """A daemon's message; msgspec.DecodeError where it is not one (a daemon of another version)."""
+    return _server_decoder.decode(body)

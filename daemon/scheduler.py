@@ -1,0 +1,157 @@
+"""The scheduler: one model worker, and for each document the newest request wins.
+
+The accelerator is serial, so one thread runs the engine, one request at a time, while the
+asyncio loop stays free to read frames, answer status and take cancels. A new request for a
+document (unless it says `supersede=False`) cancels that document's request in flight at its next
+step boundary, through the engine's `cancelled` callback (what it prefilled stays cached), and
+drops that document's queued requests with a "cancelled" reply. An explicit Cancel and a client's
+disconnect cancel the same way. Every job ends in exactly one call of `finish`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from daemon import protocol
+from decoding.engine import Completion, CompletionRequest, Engine
+from decoding.stats import Stats
+
+log = logging.getLogger("specd.scheduler")
+
+Cause = Literal["superseded", "cancel", "disconnect", "shutdown"]
+
+
+@dataclass(eq=False)
+class Job:
+    client: int                          # the connection's number: ids are unique per client
+    message: protocol.Complete
+    request: CompletionRequest
+    received: float = field(default_factory=time.perf_counter)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    cause: Cause | None = None           # why it was cancelled (the first reason given)
+    started: float | None = None         # the worker took it, or it was dropped from the queue
+    finished: float | None = None
+    passes_at_start: int = 0
+    passes_at_cancel: int | None = None  # forward passes counted when the cancel was asked
+    passes_at_end: int = 0
+    result: Completion | Exception | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.client, self.message.id
+
+    @property
+    def document(self) -> str:
+        return self.message.document
+
+
+class PassCounter:
+    """Counts the models' forward passes (a pre-hook on each), so that how far a cancel lands
+    from the pass in progress is a count, not a time."""
+
+    def __init__(self, engine: Engine):
+        self.count = 0
+        for loaded in (engine.target, engine.draft):
+            if loaded is not None:
+                loaded.model.register_forward_pre_hook(self._tick)
+
+    def _tick(self, module, args) -> None:
+        self.count += 1
+
+
+class Scheduler:
+    def __init__(self, engine: Engine, finish: Callable[[Job], None]):
+        self.engine, self.finish = engine, finish
+        self.passes = PassCounter(engine)
+        self.queue: deque[Job] = deque()
+        self.jobs: dict[tuple[int, int], Job] = {}   # queued and running
+        self.running: Job | None = None
+        self.closed = False
+        self._wakeup = asyncio.Event()
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="specd-model")
+
+    def submit(self, job: Job) -> None:
+        assert job.key not in self.jobs, f"request {job.key} is already in flight"
+        assert not self.closed, "the scheduler takes no work after close()"
+        if job.message.supersede:
+            self.cancel_where(lambda other: other.document == job.document, "superseded")
+        self.jobs[job.key] = job
+        self.queue.append(job)
+        self._wakeup.set()
+
+    def cancel(self, key: tuple[int, int], cause: Cause) -> bool:
+        """Cancel one job; False if there is none by that key (it may have just finished)."""
+        job = self.jobs.get(key)
+        if job is not None:
+            self._cancel(job, cause)
+        return job is not None
+
+    def cancel_where(self, chosen: Callable[[Job], bool], cause: Cause) -> int:
+        picked = [job for job in self.jobs.values() if chosen(job)]
+        for job in picked:
+            self._cancel(job, cause)
+        return len(picked)
+
+    def _cancel(self, job: Job, cause: Cause) -> None:
+        if job.cause is None:
+            job.cause = cause
+        if job is self.running:
+            if job.passes_at_cancel is None:
+                job.passes_at_cancel = self.passes.count
+            job.cancel.set()        # the engine sees it before its next forward pass
+            return
+        self.queue.remove(job)
+        del self.jobs[job.key]
+        job.started = job.finished = time.perf_counter()
+        job.result = Completion("", [], "cancelled", None, Stats())
+        self.finish(job)
+
+    def active(self) -> list[protocol.Active]:
+        out = []
+        if (job := self.running) is not None:
+            out.append(protocol.Active(job.message.id, job.document, "running", self.passes.count - job.passes_at_start))
+        out += [protocol.Active(job.message.id, job.document, "queued") for job in self.queue]
+        return out
+
+    async def run(self) -> None:
+        """Feed the worker, one job at a time, until close()."""
+        loop = asyncio.get_running_loop()
+        while not self.closed:
+            if not self.queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            job = self.running = self.queue.popleft()
+            try:
+                job.result = await loop.run_in_executor(self._worker, self._work, job)
+            except Exception as error:  # a request the engine refused, or a bug: the reply says so
+                job.result = error
+            finally:
+                self.running = None
+                del self.jobs[job.key]
+            self.finish(job)
+
+    def _work(self, job: Job) -> Completion:
+        """On the model thread."""
+        job.started, job.passes_at_start = time.perf_counter(), self.passes.count
+        try:
+            return self.engine.complete(job.request, job.cancel.is_set)
+        finally:
+            job.finished, job.passes_at_end = time.perf_counter(), self.passes.count
+
+    async def close(self, runner: asyncio.Task) -> int:
+        """Cancel everything (the running job ends at its next step boundary), let `runner`
+        (the task of run()) reply to it, then stop the worker. Returns how many were cancelled."""
+        cancelled = self.cancel_where(lambda job: True, "shutdown")
+        self.closed = True
+        self._wakeup.set()
+        await runner
+        self._worker.shutdown(wait=True)
+        return cancelled

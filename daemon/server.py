@@ -1,0 +1,201 @@
+"""The daemon's asyncio side: connections, the handshake, one handler per message type, replies.
+
+Nothing a client sends can stop the server: a frame that is too large, malformed or of an unknown
+type gets an Error reply and the connection reads on; a refused handshake closes only that
+connection. Completions go to the scheduler, whose `finish` writes each job's one reply, its trace
+line and the status totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import itertools
+import logging
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from functools import partial
+
+from daemon import jobs, protocol
+from daemon.config import Config
+from daemon.metrics import Metrics
+from daemon.paths import Paths
+from daemon.protocol import Cancel, Complete, Error, GetStatus, Hello, Shutdown
+from daemon.scheduler import Job, Scheduler
+from daemon.tracing import TraceWriter
+from decoding.engine import Engine, RequestError
+
+log = logging.getLogger("specd.server")
+
+
+@dataclass(eq=False)
+class Connection:
+    number: int
+    writer: asyncio.StreamWriter
+    tcp: bool
+    greeted: bool = False
+    peer: str = field(default="")
+
+    def send(self, message: protocol.Message) -> None:
+        if not self.writer.is_closing():   # a reply to a client that left goes nowhere
+            self.writer.write(protocol.pack(message))
+
+
+class Server:
+    def __init__(self, config: Config, engine: Engine, paths: Paths, token: str | None):
+        self.config, self.engine, self.paths, self.token = config, engine, paths, token
+        self.scheduler = Scheduler(engine, self.finish)
+        self.metrics = Metrics()
+        self.tracer = TraceWriter(paths.trace, config.daemon.trace_max_mb << 20) if config.daemon.trace else None
+        self.connections: dict[int, Connection] = {}
+        self.numbers = itertools.count(1)
+        self.started = time.monotonic()
+        self.stopping = asyncio.Event()
+
+    async def serve(self, ready) -> int:
+        """Listen, call `ready()`, serve until Shutdown or stop(); returns requests cancelled on the way out.
+        OSError if it cannot listen (a TCP port in use)."""
+        servers = await self.listen()
+        runner = asyncio.create_task(self.scheduler.run(), name="scheduler")
+        ready()
+        await self.stopping.wait()
+        log.info("shutting down: cancelling %d requests", len(self.scheduler.jobs))
+        for server in servers:
+            server.close()
+        cancelled = await self.scheduler.close(runner)
+        for conn in list(self.connections.values()):
+            conn.writer.close()
+        self.paths.socket.unlink(missing_ok=True)
+        return cancelled
+
+    async def listen(self) -> list[asyncio.Server]:
+        old = os.umask(0o177)   # the socket is born 0600; its folder is 0700 as well
+        try:
+            servers = [await asyncio.start_unix_server(partial(self.connection, tcp=False), path=self.paths.socket)]
+        finally:
+            os.umask(old)
+        os.chmod(self.paths.socket, 0o600)
+        if self.config.daemon.tcp_port:
+            try:
+                servers.append(await asyncio.start_server(partial(self.connection, tcp=True), host="127.0.0.1",
+                                                          port=self.config.daemon.tcp_port))
+            except OSError:
+                servers[0].close()
+                self.paths.socket.unlink(missing_ok=True)
+                raise
+        return servers
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tcp: bool) -> None:
+        conn = Connection(next(self.numbers), writer, tcp, peer=str(writer.get_extra_info("peername") or "unix"))
+        self.connections[conn.number] = conn
+        log.debug("connection %d from %s", conn.number, conn.peer)
+        try:
+            while not writer.is_closing():
+                try:
+                    body = await protocol.read_frame(reader, self.config.daemon.max_frame_bytes)
+                except protocol.FrameTooLarge as error:
+                    self.refuse(conn, Error(None, "frame_too_large", str(error)))
+                    continue
+                try:
+                    self.handle(conn, body)
+                except Exception:             # a bug costs this message its answer, not the daemon
+                    log.exception("connection %d: handling a message failed", conn.number)
+                    self.refuse(conn, Error(None, "internal", "the daemon failed on this message; see its log"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass                              # the client went away, mid-frame or between frames
+        finally:
+            del self.connections[conn.number]
+            if n := self.scheduler.cancel_where(lambda job: job.client == conn.number, "disconnect"):
+                log.info("connection %d closed: cancelled %d requests", conn.number, n)
+            writer.close()
+
+    def handle(self, conn: Connection, body: bytes) -> None:
+        message = protocol.decode_request(body)
+        match message:
+            case Error():
+                self.refuse(conn, message)
+            case Hello():
+                self.greet(conn, message)
+            case _ if not conn.greeted:
+                self.refuse(conn, Error(message.id, "handshake", "send hello (the version handshake) first"))
+            case Complete():
+                self.complete(conn, message)
+            case Cancel():
+                self.scheduler.cancel((conn.number, message.id), "cancel")
+            case GetStatus():
+                conn.send(self.status(message.id))
+            case Shutdown():
+                conn.send(protocol.ShuttingDown(message.id, len(self.scheduler.jobs)))
+                self.stop()
+
+    def refuse(self, conn: Connection, error: Error) -> None:
+        log.info("connection %d: %s: %s", conn.number, error.code, error.message)
+        self.metrics.refused()
+        conn.send(error)
+
+    def greet(self, conn: Connection, hello: Hello) -> None:
+        if hello.version != protocol.VERSION:
+            self.refuse(conn, Error(None, "version", f"this daemon speaks protocol version {protocol.VERSION}, "
+                                    f"the client {hello.version}; restart the daemon (`specd stop`)"))
+            conn.writer.close()
+        elif conn.tcp and not hmac.compare_digest(hello.token.encode(), (self.token or "").encode()):
+            self.refuse(conn, Error(None, "unauthorized", "TCP clients must send the token from the token file"))
+            conn.writer.close()
+        else:
+            conn.greeted = True
+            log.debug("connection %d is %s", conn.number, hello.client or "a client")
+            conn.send(protocol.Welcome(protocol.VERSION, os.getpid(), self.config.daemon.max_frame_bytes))
+
+    def complete(self, conn: Connection, message: Complete) -> None:
+        if self.stopping.is_set():
+            return self.refuse(conn, Error(message.id, "shutting_down", "the daemon is shutting down"))
+        if (conn.number, message.id) in self.scheduler.jobs:
+            return self.refuse(conn, Error(message.id, "duplicate_id", f"request {message.id} is already in flight"))
+        try:
+            request = jobs.engine_request(message, self.config.completion)
+        except RequestError as error:
+            return self.refuse(conn, Error(message.id, "bad_request", str(error)))
+        self.scheduler.submit(Job(conn.number, message, request))
+
+    def finish(self, job: Job) -> None:
+        """The scheduler is done with `job`: its one reply, its trace line, the totals."""
+        if (conn := self.connections.get(job.client)) is not None:
+            conn.send(jobs.reply(job))
+        line = jobs.trace_record(job, time.perf_counter())
+        self.metrics.add(line)
+        if line.outcome == "error":
+            log.warning("request %d (%s) failed: %s", job.message.id, job.document, line.error,
+                        exc_info=job.result if jobs.error_code(job.result) == "internal" else None)
+        if self.tracer is not None:
+            try:
+                self.tracer.write(line)
+            except OSError as error:          # a full disk costs the trace, not the daemon
+                log.warning("cannot write the trace: %s", error)
+
+    def status(self, request_id: int) -> protocol.Status:
+        e, m = self.engine, self.metrics
+        return protocol.Status(
+            id=request_id, pid=os.getpid(), version=protocol.package_version(),
+            uptime_s=time.monotonic() - self.started,
+            target=str(e.target.spec), draft=str(e.draft.spec) if e.draft else "none",
+            device=str(e.target.device), dtype=str(e.target.dtype).removeprefix("torch."),
+            socket=str(self.paths.socket), tcp_port=self.config.daemon.tcp_port, rss_mb=rss_mb(),
+            cache_mb=e.pool.nbytes() / 2**20, cache_documents=len(e.pool.slots),
+            served=m.served, cancelled=m.cancelled, errors=m.errors, reuse=m.reuse(),
+            acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
+            forward_passes=self.scheduler.passes.count, active=self.scheduler.active())
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (Linux), else its peak."""
+    try:
+        pages = int(open("/proc/self/statm").read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

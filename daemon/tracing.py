@@ -1,0 +1,109 @@
+"""Latency tracing: one JSON line per completion request, saying where its time went.
+
+The phases of a request, in order, add up to its total (received -> reply written):
+
+    queue     waiting for the model worker (or, if dropped from the queue, until then)
+    tokenize  building the prompt
+    prefill   the prompt's KV (`reused_tokens` came from the cache, `prefilled_tokens` computed)
+    draft     proposing, summed over the steps (each step is listed with its own times)
+    verify    the target's passes over the proposals, summed likewise
+    other     the rest of the worker's time: committing tokens, stop checks, cache bookkeeping
+    reply     from the worker's end to the reply being written
+
+`other` is what the worker's wall time leaves after the engine's own phases, so a negative one
+would mean phases overlap or are counted twice. The file is rotated past half the size cap, keeping
+one predecessor (`trace.jsonl.1`), so the two stay under `daemon.trace_max_mb` together.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from daemon.paths import private_file, rotate
+
+PHASES = ("queue", "tokenize", "prefill", "draft", "verify", "other", "reply")
+
+
+class TraceStep(msgspec.Struct, frozen=True, array_like=True):
+    """One propose + verify round: [drafter, proposed, accepted, draft_ms, verify_ms]."""
+    drafter: str
+    proposed: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+
+
+class TraceRecord(msgspec.Struct, frozen=True):
+    id: int
+    client: int
+    document: str
+    language: str
+    drafter: str
+    received_at: float                    # unix time
+    outcome: Literal["done", "cancelled", "error"]
+    cause: str | None                     # why it was cancelled: superseded, cancel, disconnect, shutdown
+    error: str | None                     # the error reply's message
+    stop_reason: str | None
+    queue_ms: float
+    tokenize_ms: float
+    prefill_ms: float
+    draft_ms: float
+    verify_ms: float
+    other_ms: float
+    reply_ms: float
+    total_ms: float                       # time to result
+    prompt_tokens: int
+    reused_tokens: int
+    prefilled_tokens: int
+    new_tokens: int
+    passes: int                           # forward passes of either model for this request
+    passes_after_cancel: int | None       # of those, how many began after the cancel was asked
+    steps: list[TraceStep]
+
+    def phase_ms(self, phase: str) -> float:
+        return getattr(self, f"{phase}_ms")
+
+
+class TraceWriter:
+    def __init__(self, path: Path, max_bytes: int):
+        self.path, self.max_bytes = path, max_bytes
+        self._encoder = msgspec.json.Encoder()
+
+    def write(self, line: TraceRecord) -> None:
+        rotate(self.path, self.max_bytes // 2)
+        fd = private_file(self.path)
+        try:
+            os.write(fd, self._encoder.encode(line) + b"\n")
+        finally:
+            os.close(fd)
+
+
+def read_trace(path: Path) -> list[TraceRecord]:
+    """The records of the rotated file and the current one, oldest first. A torn or foreign line
+    (a crash mid-write, another version) is skipped, not fatal."""
+    decoder = msgspec.json.Decoder(TraceRecord)
+    records = []
+    for part in (path.with_name(path.name + ".1"), path):
+        if not part.exists():
+            continue
+        for line in part.read_bytes().splitlines():
+            try:
+                records.append(decoder.decode(line))
+            except msgspec.DecodeError:
+                continue
+    return records
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

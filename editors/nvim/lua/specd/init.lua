@@ -1,0 +1,72 @@
+--- specd for Neovim 0.12: starts `specd lsp` for chosen filetypes, shows its completions as ghost
+--- text (vim.lsp.inline_completion) and maps a key that accepts the ghost text when there is one
+--- and otherwise does what the key does without the mapping.
+local M = {}
+
+local NAME = 'specd'
+
+M.defaults = {
+  --- How to start the language server (it starts the daemon itself when none answers).
+  cmd = { 'specd', 'lsp' },
+  filetypes = {
+    'c', 'cpp', 'cs', 'css', 'go', 'html', 'java', 'javascript', 'javascriptreact', 'json', 'lua',
+    'markdown', 'php', 'python', 'ruby', 'rust', 'sh', 'sql', 'toml', 'typescript',
+    'typescriptreact', 'yaml', 'zig',
+  },
+  --- Insert-mode key that accepts the ghost text; without one it types as usual. false: no mapping.
+  accept_key = '<Tab>',
+  --- Extra fields for vim.lsp.config (cmd_env, init_options, settings, on_attach, ...).
+  lsp = {},
+}
+
+--- Accepts the ghost text shown in the current buffer, else returns `key` for the expr mapping
+--- to type as if nothing were mapped. (get() inserts on the next event-loop turn.)
+local function accept_or(key)
+  return function()
+    if vim.lsp.inline_completion.get() then
+      return ''
+    end
+    return key
+  end
+end
+
+--- Turns inline completion on for a buffer specd attached to, and maps the accept key there.
+local function on_specd_attach(buf, opts)
+  vim.lsp.inline_completion.enable(true, { bufnr = buf })
+  if opts.accept_key then
+    vim.keymap.set('i', opts.accept_key, accept_or(opts.accept_key), {
+      buffer = buf,
+      expr = true,
+      desc = 'specd: accept the ghost text, else ' .. opts.accept_key,
+    })
+  end
+end
+
+--- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, lsp?: table}
+function M.setup(opts)
+  opts = vim.tbl_deep_extend('force', M.defaults, opts or {})
+  assert(vim.lsp.inline_completion, 'specd: needs Neovim 0.12 (vim.lsp.inline_completion)')
+
+  vim.lsp.config(NAME, vim.tbl_extend('force', {
+    cmd = opts.cmd,
+    filetypes = opts.filetypes,
+    -- specd needs no project root: one server for the whole editor, so every open document
+    -- can serve as context for the others.
+    root_dir = function(_, on_dir) on_dir(vim.fn.getcwd()) end,
+    reuse_client = function(client, config) return client.name == config.name end,
+  }, opts.lsp))
+
+  local group = vim.api.nvim_create_augroup('specd', { clear = true })
+  vim.api.nvim_create_autocmd('LspAttach', {
+    group = group,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data.client_id)
+      if client and client.name == NAME then
+        on_specd_attach(args.buf, opts)
+      end
+    end,
+  })
+  vim.lsp.enable(NAME)
+end
+
+return M

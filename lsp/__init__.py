@@ -1,0 +1,1 @@
+"""specd's language server: editors reach the daemon through it."""

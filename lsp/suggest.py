@@ -1,0 +1,153 @@
+"""From a cursor to a suggestion: the daemon request, newest-wins per document, typed-through reuse.
+
+Clients differ in what they cancel. Neovim 0.12 sends `$/cancelRequest` only when insert mode ends
+or a suggestion is accepted, never for a request that typing made stale, and shows a late answer
+at whatever the cursor is now. So a request that a newer one for the same document has made stale
+is answered here, at once, with nothing; its daemon request is superseded there by the newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pygls.exceptions import JsonRpcInvalidParams
+
+from daemon import protocol
+from daemon.client import Client, DaemonError, new_request_id
+from daemon.config import Config
+from lsp.context import Cursor, other_documents
+from lsp.postprocess import Suggestion, clean
+from lsp.typed import Shown, rest_after_typing
+
+log = logging.getLogger("specd.lsp")
+
+
+class DaemonUnavailable(Exception):
+    """The daemon could not be reached or started; the message says why."""
+
+
+class Suggester:
+    def __init__(self, config: Config, server):
+        self.config, self.server = config, server
+        self.client: Client | None = None
+        self.connecting = asyncio.Lock()
+        self.newest: dict[str, asyncio.Event] = {}  # per document: set when superseded
+        self.shown: dict[str, Shown] = {}           # per document: the last suggestion
+        self.background: set[asyncio.Task] = set()
+        self.reuse = True    # prefix reuse in the daemon, typed-through answers here
+        self.cancel = True   # stale requests end at once, and are superseded in the daemon
+
+    def configure(self, options: object) -> None:
+        """`initializationOptions`: {"reuse": bool, "cancel": bool}, both true by default
+        (`specd replay --no-reuse --no-cancel` turns them off for a side-by-side run)."""
+        if not isinstance(options, dict):
+            raise JsonRpcInvalidParams(f"initializationOptions must be an object, not {type(options).__name__}")
+        for key, value in options.items():
+            if key not in ("reuse", "cancel") or not isinstance(value, bool):
+                raise JsonRpcInvalidParams(f"initializationOptions: {key!r} must be one of reuse, cancel "
+                                           f"and a boolean, not {value!r}")
+            setattr(self, key, value)
+
+    def warm_up(self) -> None:
+        self._spawn(self.daemon())
+
+    def forget(self, uri: str) -> None:
+        self.shown.pop(uri, None)
+        if (event := self.newest.pop(uri, None)) is not None:
+            event.set()
+
+    async def daemon(self) -> Client:
+        """The connected client, connecting (and starting the daemon) when there is none."""
+        async with self.connecting:
+            if self.client is None:
+                try:
+                    self.client = await Client.connect(self.config, start=True)
+                except (OSError, DaemonError, TimeoutError) as error:
+                    raise DaemonUnavailable(f"specd daemon unavailable: {error}") from None
+            return self.client
+
+    async def ask(self, request: protocol.Complete) -> protocol.Completion:
+        """Send `request`; if the daemon went away (killed, restarted), reconnect once and resend."""
+        for attempt in (1, 2):
+            client = await self.daemon()
+            try:
+                return await client.complete(request)
+            except ConnectionError:
+                if self.client is client:
+                    self.client = None
+                if attempt == 2:
+                    raise DaemonUnavailable("the specd daemon went away twice in a row") from None
+        raise AssertionError("unreachable")
+
+    async def suggest(self, uri: str, cursor: Cursor) -> Suggestion | None:
+        if self.cancel and (older := self.newest.get(uri)) is not None:
+            older.set()  # the older request for this document answers nothing, now
+        superseded = self.newest[uri] = asyncio.Event()
+        try:
+            rest = rest_after_typing(self.shown.get(uri), cursor) if self.reuse else None
+            if rest is not None:  # typed through: answer now, verify in the background
+                self._spawn(self._verify(uri, cursor, rest))
+                self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest)
+                return Suggestion(rest, replaces_rest=False)
+            request = self.request(uri, cursor)
+            result = await (self._unless_superseded(request, superseded) if self.cancel else self.ask(request))
+        finally:
+            if self.newest.get(uri) is superseded:
+                del self.newest[uri]
+        return self._accept(uri, cursor, result)
+
+    def request(self, uri: str, cursor: Cursor, hints: tuple[str, ...] = ()) -> protocol.Complete:
+        document = self.server.workspace.get_text_document(uri)
+        extras = other_documents(self.server.workspace, uri, self.server.recent, self.config.lsp.extra_documents)
+        return protocol.Complete(
+            id=new_request_id(), document=uri, prefix=cursor.prefix, suffix=cursor.suffix,
+            language=document.language_id or "", single_line=cursor.single_line,
+            extras=[protocol.Extra(path=path, text=text) for path, text in extras], hints=list(hints),
+            supersede=self.cancel, reuse=self.reuse)
+
+    async def _unless_superseded(self, request: protocol.Complete,
+                                 superseded: asyncio.Event) -> protocol.Completion | None:
+        """The daemon's answer, or None as soon as a newer request for the document arrives."""
+        answer = asyncio.ensure_future(self.ask(request))
+        newer = asyncio.ensure_future(superseded.wait())
+        try:
+            done, _ = await asyncio.wait({answer, newer}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the client cancelled: so does the daemon
+            answer.cancel()
+            newer.cancel()
+            if self.client is not None:
+                self._spawn(self.client.cancel(request.id))
+            raise
+        newer.cancel()
+        if answer not in done:
+            answer.add_done_callback(_quietly)  # the daemon drops it for the newer request
+            return None
+        return answer.result()
+
+    def _accept(self, uri: str, cursor: Cursor, result: protocol.Completion | None) -> Suggestion | None:
+        if result is None or result.outcome != "done":
+            return None
+        suggestion = clean(result.text, cursor, result.stop_reason)
+        if suggestion is not None:
+            self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text)
+        return suggestion
+
+    async def _verify(self, uri: str, cursor: Cursor, rest: str) -> None:
+        """The target's own continuation, with the typed-through rest as a lookup hint; it
+        replaces the rest as what the next keystroke is checked against."""
+        result = await self.ask(self.request(uri, cursor, hints=(rest,)))
+        if self.shown.get(uri) == Shown(cursor.prefix, cursor.suffix, rest):
+            self._accept(uri, cursor, result)
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        task.add_done_callback(_quietly)
+
+
+def _quietly(task: asyncio.Future) -> None:
+    """Background work reports its failure in the log, never as an unhandled task error."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("background request failed: %s", task.exception())

@@ -1,0 +1,144 @@
+-- Plays a person in a real headless Neovim with editors/nvim loaded: opens $SPECD_NVIM_FILE,
+-- presses the accept key before any suggestion can exist (it must type as usual), types
+-- $SPECD_NVIM_TYPE on a new last line, waits for the ghost text, accepts it. What it saw goes to
+-- $SPECD_NVIM_RESULT as JSON; then it quits. tests/editors/test_nvim.py judges it.
+--
+-- Keys go in with nvim_input from a coroutine resumed by vim.defer_fn, so Neovim processes them
+-- as typing (vim.wait does not process them; nvim_feedkeys with 'x!' hangs with no UI).
+local env = vim.env
+local ns = vim.api.nvim_create_namespace('nvim.lsp.inline_completion')
+local result = {}
+local co
+
+local function finish(err)
+  result.error = err
+  vim.fn.writefile({ vim.json.encode(result) }, env.SPECD_NVIM_RESULT)
+  vim.cmd('qall!')
+end
+
+local function resume()
+  local ok, err = coroutine.resume(co)
+  if not ok then
+    finish(debug.traceback(co, err))
+  end
+end
+
+local function sleep(ms)
+  vim.defer_fn(resume, ms)
+  coroutine.yield()
+end
+
+local function wait_for(what, timeout_ms, done)
+  local deadline = vim.uv.now() + timeout_ms
+  while not done() do
+    assert(vim.uv.now() < deadline, ('timed out after %d ms waiting for %s'):format(timeout_ms, what))
+    sleep(50)
+  end
+end
+
+--- Types like a person: one key at a time, `gap_ms` apart (under Neovim's 200 ms debounce).
+local function type_text(text, gap_ms)
+  for ch in text:gmatch('.') do
+    vim.api.nvim_input(ch == '<' and '<lt>' or ch)
+    sleep(gap_ms)
+  end
+end
+
+local function ghost_marks()
+  return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })
+end
+
+--- The ghost text as the person sees it: its position, the rest of its first line, further lines.
+local function ghost()
+  local mark = ghost_marks()[1]
+  local first = ''
+  for _, chunk in ipairs(mark[4].virt_text or {}) do
+    first = first .. chunk[1]
+  end
+  local rest = {}
+  for _, line in ipairs(mark[4].virt_lines or {}) do
+    local text = ''
+    for _, chunk in ipairs(line) do
+      text = text .. chunk[1]
+    end
+    table.insert(rest, text)
+  end
+  return { row = mark[2], col = mark[3], first = first, lines = rest }
+end
+
+local function snapshot()
+  return {
+    lines = vim.api.nvim_buf_get_lines(0, 0, -1, true),
+    cursor = vim.api.nvim_win_get_cursor(0),
+    mode = vim.api.nvim_get_mode().mode,
+  }
+end
+
+local function specd_client()
+  return vim.lsp.get_clients({ bufnr = 0, name = 'specd' })[1]
+end
+
+local function open_and_attach(key)
+  require('specd').setup({ cmd = vim.json.decode(env.SPECD_NVIM_CMD), filetypes = { 'python' }, accept_key = key })
+  vim.cmd.edit(vim.fn.fnameescape(env.SPECD_NVIM_FILE))
+  wait_for('specd to attach', 120000, function()
+    local client = specd_client()
+    return client ~= nil and client.initialized and vim.lsp.inline_completion.is_enabled({ bufnr = 0 })
+  end)
+  assert(specd_client():supports_method('textDocument/inlineCompletion'),
+    'specd lsp does not advertise inlineCompletionProvider')
+  sleep(100) -- the inline-completion capability attaches on the next event-loop turn
+  local map = vim.fn.maparg(key, 'i', false, true)
+  result.mapping = { buffer = map.buffer, expr = map.expr, desc = map.desc }
+end
+
+--- Opens a new last line and presses the key at once: the first request leaves 200 ms after
+--- InsertEnter, so there is no suggestion yet and the key must type itself. <BS> takes it back.
+local function press_without_suggestion(key)
+  vim.api.nvim_input('Go')
+  sleep(20)
+  result.ghosts_before_key = #ghost_marks()
+  vim.api.nvim_input(key)
+  sleep(50)
+  result.without_suggestion = snapshot()
+  vim.api.nvim_input('<BS>')
+  sleep(20)
+end
+
+local function type_and_accept(key)
+  type_text(env.SPECD_NVIM_TYPE, 80)
+  result.typed = snapshot()
+  local typed_at = vim.uv.now()
+  wait_for('the ghost text', tonumber(env.SPECD_NVIM_WAIT_MS), function()
+    return #ghost_marks() > 0
+  end)
+  result.ghost = ghost()
+  result.ghost_after_ms = vim.uv.now() - typed_at
+  result.before_accept = snapshot()
+
+  vim.api.nvim_input(key)
+  local typed_line = result.typed.lines[#result.typed.lines]
+  wait_for('the accepted text', 5000, function()
+    return vim.api.nvim_get_current_line() ~= typed_line
+  end)
+  sleep(100)
+  result.accepted = snapshot()
+  result.ghosts_after_accept = #ghost_marks()
+end
+
+local function play()
+  local key = env.SPECD_NVIM_KEY
+  open_and_attach(key)
+  press_without_suggestion(key)
+  type_and_accept(key)
+  vim.api.nvim_input('<Esc>')
+  sleep(20)
+  finish(nil)
+end
+
+vim.g.loaded_python3_provider = 0
+vim.o.autoindent = false
+vim.o.expandtab = false
+vim.cmd('filetype on')
+co = coroutine.create(play)
+vim.defer_fn(resume, 0)

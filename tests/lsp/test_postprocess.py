@@ -1,0 +1,88 @@
+"""Post-processing: what every completion tool does before it shows a suggestion."""
+
+from __future__ import annotations
+
+import pytest
+from lsprotocol import types
+from pygls.workspace import TextDocument
+
+from lsp.context import PositionError, cursor_at
+from lsp.postprocess import clean
+from lsp.typed import Shown, rest_after_typing
+
+
+def cursor(text: str, line: int, character: int, multiline: str = "auto"):
+    return cursor_at(TextDocument("file:///t.py", text), types.Position(line, character), multiline)
+
+
+def test_trailing_whitespace_and_blank_lines_go():
+    c = cursor("def f():\n    \n", 1, 4)
+    s = clean("x = 1   \n    return x  \n\n\n", c, "stop_token")
+    assert s.text == "x = 1\n    return x" and not s.replaces_rest
+
+
+def test_whitespace_only_or_empty_gives_nothing():
+    c = cursor("def f():\n    \n", 1, 4)
+    assert clean("   \n\n  ", c, "stop_token") is None
+    assert clean("", c, "stop_token") is None
+
+
+def test_single_line_keeps_the_first_line():
+    c = cursor("total = \nprint(total)\n", 0, 8)
+    assert c.single_line
+    assert clean("sum(values)\nprint(1)\n", c, "end_of_line").text == "sum(values)"
+
+
+def test_lines_repeating_the_suffix_are_dropped():
+    text = "def f(a, b):\n    \n    return a\n"
+    c = cursor(text, 1, 4)
+    assert not c.single_line
+    s = clean("a, b = b, a + b\n    return a\n", c, "stop_token")
+    assert s.text == "a, b = b, a + b"
+
+
+def test_a_suggestion_ending_with_the_rest_of_the_line_replaces_it():
+    c = cursor("print(foo(\n", 0, 10)
+    assert c.line_rest == ""
+    c = cursor("x = compute()\n", 0, 12)
+    assert c.line_rest == ")"
+    s = clean("values, 2)", c, "end_of_line")
+    assert s.text == "values, 2)" and s.replaces_rest
+    assert clean(")", c, "end_of_line") is None, "only repeats what is there"
+
+
+def test_truncated_suggestions_close_the_brackets_they_opened():
+    c = cursor("result = \n", 0, 9)
+    assert clean("compute(values[0", c, "max_tokens").text == "compute(values[0])"
+    assert clean("compute(values[0", c, "stop_token").text == "compute(values[0", "only when cut short"
+    c = cursor("result = ])\n", 0, 9)
+    assert clean("compute(values[0", c, "max_tokens").text == "compute(values[0"
+
+
+def test_multiline_on_an_empty_line_after_a_block_opener_only():
+    text = "if ready:\n    \nx = \n"
+    assert not cursor(text, 1, 4).single_line
+    assert cursor(text, 2, 4).single_line
+    assert not cursor(text, 2, 4, multiline="always").single_line
+    assert cursor(text, 1, 4, multiline="never").single_line
+
+
+@pytest.mark.parametrize("line,character", [(9, 0), (0, 40)])
+def test_positions_outside_the_document_are_refused(line, character):
+    with pytest.raises(PositionError):
+        cursor("a = 1\nb = 2\n", line, character)
+
+
+def test_utf16_positions_count_surrogate_pairs():
+    c = cursor("s = '😀' + \n", 0, 11)
+    assert c.prefix == "s = '😀' + " and c.line_rest == ""
+
+
+def test_typed_through_rest():
+    c0 = cursor("x = \n", 0, 4)
+    shown = Shown(c0.prefix, c0.suffix, "compute(a, b)")
+    c1 = cursor("x = com\n", 0, 7)
+    assert rest_after_typing(shown, c1) == "pute(a, b)"
+    assert rest_after_typing(shown, cursor("x = cat\n", 0, 7)) is None, "typed something else"
+    assert rest_after_typing(shown, cursor("x = compute(a, b)\n", 0, 17)) is None, "nothing left"
+    assert rest_after_typing(shown, c0) is None, "nothing typed"

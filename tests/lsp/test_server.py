@@ -1,0 +1,188 @@
+"""`specd lsp` end to end over stdio with pygls's own client, a real daemon and tiny models."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.client import LanguageClient
+
+from lsp.replay import specd_command
+
+PY = "def parse(self, value):\n    return value.strip()\n\n\ndef render(self, value):\n    "
+
+
+@pytest.fixture
+async def editor(specd_env):
+    """A started `specd lsp` with an open document; the daemon is stopped afterwards."""
+    client = LanguageClient("test-editor", "1")
+    await client.start_io(*specd_command(), env={**os.environ, **specd_env.env})
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
+    client.initialized(types.InitializedParams())
+    uri = (specd_env.root / "example.py").as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=PY)))
+    client.uri = uri
+    yield client
+    await asyncio.wait_for(client.shutdown_async(None), 30)
+    client.exit(None)
+    await client.stop()
+
+
+def inline(client, line: int, character: int, uri: str | None = None, msg_id: str | None = None):
+    params = types.InlineCompletionParams(
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+        text_document=types.TextDocumentIdentifier(uri or client.uri), position=types.Position(line, character))
+    return client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
+
+
+def type_text(client, version: int, line: int, character: int, text: str) -> None:
+    position = types.Position(line, character)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(uri=client.uri, version=version),
+        [types.TextDocumentContentChangePartial(range=types.Range(position, position), text=text)]))
+
+
+async def test_inline_completion_after_incremental_changes(editor):
+    type_text(editor, 2, 5, 4, "return")
+    result = await asyncio.wait_for(inline(editor, 5, 10), 120)
+    assert isinstance(result, types.InlineCompletionList) and len(result.items) == 1
+    item = result.items[0]
+    assert item.insert_text.strip(), "never an empty item"
+    assert item.range.start == types.Position(5, 10), "the range starts at the cursor"
+    assert item.insert_text == item.insert_text.rstrip() and "\n\n" not in item.insert_text[-2:]
+
+
+async def test_cancel_request_gives_request_cancelled(editor):
+    msg_id = str(uuid.uuid4())
+    future = inline(editor, 5, 4, msg_id=msg_id)
+    await asyncio.sleep(0.05)
+    editor.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+    with pytest.raises(JsonRpcException) as error:
+        await asyncio.wait_for(future, 120)
+    assert error.value.code == -32800
+    after = await asyncio.wait_for(inline(editor, 5, 4), 120)
+    assert after.items, "the server and the daemon live on"
+
+
+async def test_a_request_made_stale_by_a_newer_one_is_answered_empty_at_once(editor):
+    first = inline(editor, 5, 4)
+    type_text(editor, 2, 5, 4, "r")
+    second = inline(editor, 5, 5)
+    stale = await asyncio.wait_for(first, 120)
+    assert len(stale.items) == 0
+    assert not second.done(), "the stale answer came before the newer request was served"
+    assert (await asyncio.wait_for(second, 120)).items
+
+
+async def test_typed_through_suggestion_is_answered_without_a_model_call(editor, specd_env):
+    shown = (await asyncio.wait_for(inline(editor, 5, 4), 120)).items[0].insert_text
+    first = shown[0]
+    assert first != "\n" and shown[1:].strip(), f"the tiny model's suggestion {shown!r} suits this test"
+    specd_env.kill_daemon()  # no model to call any more
+    type_text(editor, 2, 5, 4, first)
+    rest = await asyncio.wait_for(inline(editor, 5, 5), 30)
+    assert rest.items[0].insert_text == shown[1:]
+
+
+class RawLsp:
+    """JSON-RPC over `specd lsp`'s stdio, written by hand, to send what a typed client never would."""
+
+    def __init__(self, process: asyncio.subprocess.Process):
+        self.process, self.next_id = process, 0
+
+    @classmethod
+    async def start(cls, env: dict) -> "RawLsp":
+        process = await asyncio.create_subprocess_exec(
+            *specd_command(), env={**os.environ, **env}, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+        return cls(process)
+
+    def write(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+
+    def send(self, method: str, params: dict, request: bool = True) -> int | None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if request:
+            self.next_id += 1
+            message["id"] = self.next_id
+        body = json.dumps(message).encode()
+        self.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return message.get("id")
+
+    async def reply(self, msg_id: int, timeout: float = 120) -> dict:
+        """The response to `msg_id` (notifications and other messages on the way are skipped)."""
+        async def read() -> dict:
+            while True:
+                length = 0
+                while (line := await self.process.stdout.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                message = json.loads(await self.process.stdout.readexactly(length))
+                if message.get("id") == msg_id and "method" not in message:
+                    return message
+        return await asyncio.wait_for(read(), timeout)
+
+    async def open(self, uri: str, text: str) -> None:
+        await self.reply(self.send("initialize", {"processId": None, "capabilities": {}, "rootUri": None}))
+        self.send("initialized", {}, request=False)
+        self.send("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python",
+                                                            "version": 1, "text": text}}, request=False)
+
+    def inline(self, uri: str, line: int, character: int) -> int:
+        return self.send("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+            "context": {"triggerKind": 1}})
+
+    async def close(self) -> None:
+        self.process.kill()
+        await self.process.wait()
+
+
+@pytest.fixture
+async def raw(specd_env):
+    lsp = await RawLsp.start(specd_env.env)
+    uri = (specd_env.root / "raw.py").as_uri()
+    await lsp.open(uri, PY)
+    lsp.uri = uri
+    yield lsp
+    await lsp.close()
+
+
+@pytest.mark.parametrize("line,character,match", [(50, 0, "outside"), (0, 400, "past the end"), (-1, 0, "line")])
+async def test_positions_outside_the_document_are_invalid_params(raw, line, character, match):
+    error = (await raw.reply(raw.inline(raw.uri, line, character)))["error"]
+    assert error["code"] == -32602 and match in error["message"]
+    assert (await raw.reply(raw.inline(raw.uri, 5, 4)))["result"]["items"], "the server lives on"
+
+
+async def test_unknown_document_is_invalid_params(raw):
+    error = (await raw.reply(raw.inline("file:///nowhere/missing.py", 0, 0)))["error"]
+    assert error["code"] == -32602 and "not open" in error["message"]
+
+
+async def test_garbage_bytes_do_not_kill_the_server(raw):
+    raw.write(b"Content-Length: 12\r\n\r\n{not json!!}")
+    raw.write(b"\xff\xfe garbage without a header\r\n\r\n")
+    raw.write(b"Content-Length: 2\r\n\r\n[]")
+    assert (await raw.reply(raw.inline(raw.uri, 5, 4)))["result"]["items"], "the server lives on"
+
+
+async def test_completion_fallback_gives_an_item_with_an_edit(editor):
+    params = types.CompletionParams(text_document=types.TextDocumentIdentifier(editor.uri),
+                                    position=types.Position(5, 4))
+    result = await asyncio.wait_for(editor.text_document_completion_async(params), 120)
+    assert len(result.items) == 1 and result.items[0].text_edit.new_text.strip()
+
+
+async def test_the_server_survives_a_daemon_restart(editor, specd_env):
+    assert (await asyncio.wait_for(inline(editor, 5, 4), 120)).items
+    specd_env.kill_daemon()
+    type_text(editor, 2, 5, 4, "x")
+    result = await asyncio.wait_for(inline(editor, 5, 5), 180)
+    assert result.items, "a new daemon was started and answered"
