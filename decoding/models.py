@@ -211,7 +211,8 @@ def quantize_int8(loaded: LoadedModel) -> LoadedModel:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao's notice that the API moves to torchao
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-        model = quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        model = quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8,
+                                 inplace=True)  # no copy of the float model
     return LoadedModel(loaded.spec, loaded.folder, loaded.tokenizer, model, loaded.device, torch.float32)
 
 

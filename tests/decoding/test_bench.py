@@ -1,0 +1,54 @@
+"""`specd bench`: every mode on the same cases and models, the JSON the closing notes quote."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from daemon.bench_cli import read_cases
+from decoding.bench import Case, bench
+from decoding.engine import RequestError
+from tests.conftest import tiny_engine
+
+CASES = [Case(prefix="def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n", suffix="\n\nprint(add(1, 2))\n"),
+         Case(prefix="class Parser:\n    def parse(self, text):\n        ", suffix="\n")]
+FIELDS = {"cases", "new_tokens", "prefill_s", "decode_s", "tokens_per_s", "speedup_vs_none", "target_forwards",
+          "proposed", "accepted", "acceptance", "identical_to_none", "per_case"}
+
+
+@pytest.fixture(scope="module")
+def result(tiny_target, tiny_draft):
+    engine = tiny_engine(tiny_target, tiny_draft, pace_drafts=False)
+    modes = ["lookup", "draft", "hybrid", "none@1", "hf-greedy", "hf-assisted", "hf-lookup", "none"]
+    return bench(engine, CASES, modes, max_tokens=24, progress=lambda line: None)
+
+
+def test_every_mode_reports_every_field(result):
+    assert list(result["modes"])[0] == "none", "the baseline runs first"
+    for mode, m in result["modes"].items():
+        assert FIELDS <= set(m), f"{mode} lacks {FIELDS - set(m)}"
+        assert m["cases"] == len(CASES) and len(m["per_case"]) == len(CASES)
+        assert all("text" in case for case in m["per_case"])
+        assert m["new_tokens"] == sum(c["new_tokens"] for c in m["per_case"])
+    json.dumps(result)
+
+
+def test_every_engine_mode_is_identical_to_plain_greedy(result):
+    for mode in ("lookup", "draft", "hybrid"):
+        m = result["modes"][mode]
+        assert m["identical_to_none"] == len(CASES), mode
+        assert m["proposed"] > 0 and m["target_forwards"] <= result["modes"]["none"]["target_forwards"]
+    assert result["modes"]["none"]["speedup_vs_none"] == 1.0
+
+
+def test_anchors_ran_on_the_same_prompts(result):
+    for mode in ("hf-greedy", "hf-assisted", "hf-lookup"):
+        assert result["modes"][mode]["new_tokens"] > 0, mode
+
+
+def test_a_bad_case_line_is_named(tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"prefix": "x = 1"}\n{"suffix": "no prefix"}\n')
+    with pytest.raises(RequestError, match="cases.jsonl:2"):
+        read_cases(cases, None)
