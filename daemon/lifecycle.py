@@ -85,11 +85,25 @@ def start_daemon(config: Config, say: Callable[[str], None], timeout: float | No
         os.close(log_fd)
     threading.Thread(target=child.wait, daemon=True).start()   # reap it whenever it ends
     with os.fdopen(read_end, "rb") as pipe:
-        last = follow_notes(pipe, say, time.monotonic() + timeout)
+        try:
+            last = follow_notes(pipe, say, time.monotonic() + timeout)
+        except StartError:
+            _reap(child)  # a start that failed leaves nothing running once it has said so
+            raise
     if last is None:
         child.terminate()
+        _reap(child)
         raise StartError(f"the daemon did not get ready within {timeout:.0f} s; see {paths.log}")
     return wait_until_answering(config, last.pid, timeout), last.kind == "already"
+
+
+def _reap(child: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """Wait for a daemon that is on its way out; kill it if it takes longer than `grace_s`."""
+    try:
+        child.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def follow_notes(pipe, say: Callable[[str], None], deadline: float) -> StartupNote | None:
