@@ -25,6 +25,7 @@ from daemon.paths import Paths, private_dir, private_file, rotate, write_private
 from daemon.process import StartupNote, lock_holder
 
 STOP_WAIT_S = 60.0   # a clean stop waits for the request in flight to reach its next step
+LAUNCH_WAIT_S = 15.0  # from a starter's fork to its daemon holding the pid file, at the most
 
 
 class StartError(Exception):
@@ -72,6 +73,9 @@ def start_daemon(config: Config, say: Callable[[str], None], timeout: float | No
         return wait_until_answering(config, pid, timeout), True
     write_private(paths.launch_config, render(config))
     rotate(paths.log, config.daemon.log_max_mb << 20)
+    # From before the fork until the child holds the pid file, only this note says a daemon is on
+    # its way: `specd stop` reads it (a starter killed mid-start leaves it, and its child).
+    write_private(paths.launching, str(os.getpid()))
     read_end, write_end = os.pipe()
     log_fd = private_file(paths.log)
     try:
@@ -90,6 +94,8 @@ def start_daemon(config: Config, say: Callable[[str], None], timeout: float | No
         except StartError:
             _reap(child)  # a start that failed leaves nothing running once it has said so
             raise
+        finally:
+            paths.launching.unlink(missing_ok=True)
     if last is None:
         child.terminate()
         _reap(child)
@@ -160,8 +166,8 @@ def cmd_stop(args) -> int:
     config = load_config(args.config)
     paths = Paths.of(config)
     pid, cancelled = asyncio.run(_ask_to_stop(config))
-    if pid is None and (pid := lock_holder(paths.pid)) is not None:
-        os.kill(pid, signal.SIGTERM)      # it holds the pid file but does not answer: stop it anyway
+    if pid is None and (pid := lock_holder(paths.pid) or _being_launched(paths, config)) is not None:
+        os.kill(pid, signal.SIGTERM)      # starting, or not answering: stop it anyway
     deadline = time.monotonic() + STOP_WAIT_S
     while pid is not None and lock_holder(paths.pid) is not None:
         if time.monotonic() > deadline:
@@ -173,6 +179,19 @@ def cmd_stop(args) -> int:
         return 0
     print(f"specd stopped (pid {pid}" + (f"; {cancelled} requests cancelled)" if cancelled else ")"))
     return 0
+
+
+def _being_launched(paths: Paths, config: Config) -> int | None:
+    """The pid of a daemon that a starter is launching right now, once it has taken the pid file
+    (a second or so after the fork); None when no start is under way or it came to nothing."""
+    deadline = time.monotonic() + LAUNCH_WAIT_S
+    while paths.launching.exists() and time.monotonic() < deadline:
+        if (pid := lock_holder(paths.pid)) is not None:
+            return pid
+        time.sleep(0.05)
+    if paths.launching.exists():  # its starter died before it forked: nothing is coming
+        paths.launching.unlink(missing_ok=True)
+    return lock_holder(paths.pid)
 
 
 async def _ask_to_stop(config: Config) -> tuple[int | None, int]:

@@ -51,6 +51,11 @@ class Paths:
         return self.state / "trace.jsonl"
 
     @property
+    def launching(self) -> Path:
+        """The pid of a daemon being started, until it holds the pid file (or gave up)."""
+        return self.state / "specd.launching"
+
+    @property
     def launch_config(self) -> Path:
         """The effective config a started daemon reads: exactly what its starter had."""
         return self.state / "launch.toml"

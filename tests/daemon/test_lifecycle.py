@@ -154,3 +154,19 @@ def test_a_loose_folder_is_made_owner_only(tmp_path):
     loose.chmod(0o755)
     private_dir(loose)
     assert stat.S_IMODE(loose.stat().st_mode) == 0o700
+
+
+async def test_stop_ends_a_daemon_that_is_still_starting(fresh_home):
+    """An editor's server may be starting the daemon when `specd stop` runs: stop ends it too."""
+    home = fresh_home
+    starter = asyncio.ensure_future(asyncio.to_thread(home.specd, "start"))
+    for _ in range(2000):
+        if home.paths().launching.exists():
+            break
+        await asyncio.sleep(0.005)
+    assert home.paths().launching.exists(), "the starter notes the daemon it launches"
+    stopped = home.specd("stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+    started = await starter
+    assert started.returncode != 0, "the start it interrupted says so"
+    assert daemon_processes(home) == [], "nothing is left running"
