@@ -25,6 +25,7 @@ from decoding.prompt import Budget, Prompt, PromptBuilder, detect_template
 from decoding.stats import Stats, Step
 from decoding.stops import Stopper, StopRules
 from decoding.verify import Sampler, accept_greedy, accept_sampled
+from decoding.widths import smallest_equivalent_width
 
 DRAFTERS = ("none", "lookup", "draft", "hybrid")
 
@@ -45,6 +46,8 @@ class EngineSettings:
     hybrid_min_match: int = 3
     cache_budget_bytes: int = 1 << 30
     pace_drafts: bool = True        # rest the draft model while it costs more than it saves
+    narrow_passes: bool = True      # pad a pass only to the smallest width that computes the same
+                                    # bits as `width` (measured at start-up: decoding/widths.py)
 
     @property
     def capacity(self) -> int:
@@ -90,6 +93,10 @@ class Engine:
         self.pad_id = target.tokenizer.pad_token_id or min(self.builder.stop_ids)
         self.pool = CachePool(target.model, draft.model if draft else None, settings.capacity,
                               settings.cache_budget_bytes)
+        self.low_width = settings.width
+        if settings.narrow_passes and settings.width > 1:
+            self.low_width = smallest_equivalent_width(target.model, settings.capacity, settings.width,
+                                                       self.pad_id, len(target.tokenizer))
         self.drafters = self._make_drafters()
 
     def with_settings(self, **changes) -> Engine:
@@ -167,8 +174,8 @@ class Engine:
             t1 = time.perf_counter()
             if job.cancelled():
                 return "cancelled"
-            logits = step(self.target.model, cache, [context[-1]] + proposal.tokens,
-                          self.settings.width, self.pad_id)                      # [k + 1, V]
+            rows = [context[-1]] + proposal.tokens
+            logits = step(self.target.model, cache, rows, max(len(rows), self.low_width), self.pad_id)  # [k + 1, V]
             accepted, token = self.accept(logits, proposal, job)
             cache.truncate(len(context) + accepted)      # the pending token and the accepted
             t2 = time.perf_counter()

@@ -1,12 +1,12 @@
-"""Forward passes over a KVCache: chunked prefill, the fixed-width step, the draft's free step.
+"""Forward passes over a KVCache: chunked prefill, the padded decoding step, the draft's free step.
 
 Exactness in bf16. A token's logits depend on the shapes of the pass that computed them: on this
-CPU a 1-token step and an 8-token verify pass pick different argmaxes at ~1% of positions. Two
-shapes are therefore held fixed for every decoding pass of the target: the number of rows
-(`width`: the pending token, then draft tokens, then padding) and the key length (the static
-cache's capacity). Plain decoding is the same pass with no draft tokens, so a verified token is
-computed exactly as plain decoding computes it. The padding costs plain decoding a little; `specd
-bench --modes none,none@1` measures how much.
+CPU a 1-token step and an 8-token verify pass pick different argmaxes at ~1% of positions. So the
+key length is fixed (the static cache's capacity) and every decoding pass of the target is padded
+to a width from a set that computes identical bits (decoding/widths.py measures it at start-up:
+4 to 8 rows on this CPU). Plain decoding is the same pass with no draft tokens, so a verified token
+is computed exactly as plain decoding computes it. The padding costs plain decoding a little;
+`specd bench --modes none,none@1` measures how much, and how often one-row passes would differ.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def prefill(model: torch.nn.Module, cache: KVCache, ids: list[int], chunk: int,
 def step(model: torch.nn.Module, cache: KVCache, ids: list[int], width: int,
          pad_id: int) -> torch.Tensor:
     """One target pass of exactly `width` rows: `ids` (the pending token and any draft), then
-    padding. The pads come after every real token, so causal attention hides them from the real
+    padding (the engine picks `width` from the widths that compute the same bits). The pads come after every real token, so causal attention hides them from the real
     rows; their cache positions are dropped at once. Returns the real rows' logits [len(ids), V]."""
     assert 1 <= len(ids) <= width, f"{len(ids)} tokens do not fit a pass of width {width}"
     cache.check_room(width)
