@@ -85,11 +85,12 @@ class Suggester:
             older.set()  # the older request for this document answers nothing, now
         superseded = self.newest[uri] = asyncio.Event()
         try:
-            rest = rest_after_typing(self.shown.get(uri), cursor) if self.reuse else None
+            shown = self.shown.get(uri)
+            rest = rest_after_typing(shown, cursor) if self.reuse else None
             if rest is not None:  # typed through: answer now, verify in the background
-                self._spawn(self._verify(uri, cursor, rest))
-                self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest)
-                return Suggestion(rest, replaces_rest=False)
+                self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest, shown.replaces_rest)
+                self._spawn(self._verify(uri, cursor, self.shown[uri]))
+                return Suggestion(rest, shown.replaces_rest)
             request = self.request(uri, cursor)
             result = await (self._unless_superseded(request, superseded) if self.cancel else self.ask(request))
         finally:
@@ -130,14 +131,14 @@ class Suggester:
             return None
         suggestion = clean(result.text, cursor, result.stop_reason)
         if suggestion is not None:
-            self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text)
+            self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text, suggestion.replaces_rest)
         return suggestion
 
-    async def _verify(self, uri: str, cursor: Cursor, rest: str) -> None:
+    async def _verify(self, uri: str, cursor: Cursor, shown: Shown) -> None:
         """The target's own continuation, with the typed-through rest as a lookup hint; it
         replaces the rest as what the next keystroke is checked against."""
-        result = await self.ask(self.request(uri, cursor, hints=(rest,)))
-        if self.shown.get(uri) == Shown(cursor.prefix, cursor.suffix, rest):
+        result = await self.ask(self.request(uri, cursor, hints=(shown.text,)))
+        if self.shown.get(uri) is shown:  # nothing newer was shown meanwhile
             self._accept(uri, cursor, result)
 
     def _spawn(self, coroutine) -> None:

@@ -15,6 +15,7 @@ class Shown:
     prefix: str
     suffix: str
     text: str
+    replaces_rest: bool = False  # it ends with the rest of the line, which it replaces
 
 
 def rest_after_typing(shown: Shown | None, cursor: Cursor) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from lsprotocol import types
 from pygls.workspace import TextDocument
@@ -86,3 +88,18 @@ def test_typed_through_rest():
     assert rest_after_typing(shown, cursor("x = cat\n", 0, 7)) is None, "typed something else"
     assert rest_after_typing(shown, cursor("x = compute(a, b)\n", 0, 17)) is None, "nothing left"
     assert rest_after_typing(shown, c0) is None, "nothing typed"
+
+
+def test_a_typed_through_rest_still_replaces_the_rest_of_the_line():
+    """`a, b)` shown before `)`: typing `a` leaves `, b)`, which must still replace the `)`."""
+    from daemon.config import Config
+    from lsp.suggest import Suggester
+
+    c0 = cursor("x = f()\n", 0, 6)
+    suggestion = clean("a, b)", c0, "end_of_line")
+    assert suggestion.replaces_rest
+    suggester = Suggester(Config(), server=None)
+    suggester.shown["u"] = Shown(c0.prefix, c0.suffix, suggestion.text, suggestion.replaces_rest)
+    suggester._spawn = lambda coroutine: coroutine.close()  # no daemon here: skip the verification
+    rest = asyncio.run(suggester.suggest("u", cursor("x = f(a)\n", 0, 7)))
+    assert rest.text == ", b)" and rest.replaces_rest
