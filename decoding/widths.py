@@ -3,11 +3,13 @@
 A token's logits depend on the kernels its pass runs, and those are chosen by the pass's shape.
 The engine holds the key length fixed (the static cache) and pads every decoding pass of the
 target to a width it picks from a set of widths that compute identical bits. On this project's
-CPU (bf16, AMX), passes of 4 to 16 rows agree to the bit while 1, 2 and 3 rows each differ; a GPU's
-kernels may agree on no two widths. So the set is not assumed: probe passes on the loaded model
-find the smallest width `low` such that every width from `low` to the largest gives the same
-logits as the largest, for every row, and a pass of k real tokens is padded to max(k, low).
-Where no smaller width agrees, `low` is the largest width: one fixed shape, as before.
+CPU (bf16, AMX), passes of 2 to 16 rows agree to the bit while a 1-row pass differs once the
+cache holds more than a few hundred tokens (attention over several key blocks is summed in
+another order), and agrees below that; a GPU's kernels may agree on no two widths. So the set is
+not assumed: probe passes on the loaded model, at cache lengths from short to nearly full, find
+the smallest width `low` such that every width from `low` to the largest gives the same logits
+as the largest, for every row, and a pass of k real tokens is padded to max(k, low). Where no
+smaller width agrees, `low` is the largest width: one fixed shape.
 """
 
 from __future__ import annotations
@@ -17,29 +19,52 @@ import torch
 from decoding.forward import prefill, step
 from decoding.kvcache import KVCache
 
-PROBE_PROMPT = 48   # cached tokens before the probe passes (any length shows the kernel choice)
+PROBE_PROMPT = 48   # real tokens prefilled first: the short cache length probed
 
 
 def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: int, pad_id: int,
                               vocab: int) -> int:
-    """The smallest `low` for which passes of widths low..largest give the largest's bits."""
+    """The smallest `low` for which passes of widths low..largest give the largest's bits, at
+    every probed cache length."""
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (PROBE_PROMPT,), generator=g).tolist()
     block = torch.randint(0, vocab, (largest,), generator=g).tolist()
     cache = KVCache(model, capacity)
-    reference = _logits(model, cache, prompt, block, largest, pad_id)
-    low = largest
-    for width in range(largest - 1, 0, -1):
-        rows = block[:width]
-        if not torch.equal(_logits(model, cache, prompt, rows, width, pad_id), reference[:width]):
-            break
-        low = width
+    prefill(model, cache, prompt, PROBE_PROMPT, lambda: False)
+    low = 1
+    for length in probe_lengths(capacity, largest):
+        _fill(cache, length, g)
+        reference = _logits(model, cache, block, largest, pad_id)
+        # Every width from low up must agree; one that does not raises low past it.
+        for width in range(low, largest):
+            if not torch.equal(_logits(model, cache, block[:width], width, pad_id), reference[:width]):
+                low = width + 1
     return low
 
 
-def _logits(model, cache: KVCache, prompt: list[int], rows: list[int], width: int, pad_id: int) -> torch.Tensor:
-    """The logits of `rows` after `prompt`, in one pass of `width` rows (the prompt is cached)."""
-    prefill(model, cache, prompt, len(prompt), lambda: False)
+def probe_lengths(capacity: int, largest: int) -> list[int]:
+    """Cache lengths to probe at: the short prompt, the middle and the end of the cache."""
+    last = capacity - largest
+    return sorted({min(PROBE_PROMPT, last), max(PROBE_PROMPT, min(last, capacity // 2)), max(PROBE_PROMPT, last)})
+
+
+@torch.inference_mode()
+def _fill(cache: KVCache, length: int, g: torch.Generator) -> None:
+    """Make the cache hold `length` positions. Past the real prompt the keys and values are
+    random: which kernels run, and in what order they sum, depends on shapes, not on values, and
+    random ones cost no prefill of a long prompt at start-up."""
+    real = min(len(cache.tokens), PROBE_PROMPT)
+    cache.truncate(real)
+    for layer in cache.past.layers:
+        for t in (layer.keys, layer.values):
+            t[:, :, real:length] = torch.randn(t[:, :, real:length].shape, generator=g).to(t.dtype)
+        layer.cumulative_length.fill_(length)
+    cache.tokens.extend([0] * (length - real))
+
+
+def _logits(model, cache: KVCache, rows: list[int], width: int, pad_id: int) -> torch.Tensor:
+    """The logits of `rows` after what the cache holds, in one pass of `width` rows."""
+    length = len(cache.tokens)
     logits = step(model, cache, rows, width, pad_id)
-    cache.truncate(len(prompt))
+    cache.truncate(length)
     return logits

@@ -7,28 +7,31 @@ import torch
 
 from decoding.forward import prefill, step
 from decoding.kvcache import KVCache
+from decoding.prompt import Budget
 from decoding.widths import smallest_equivalent_width
 from tests.conftest import tiny_engine
 
 
 def test_every_width_from_the_measured_low_one_gives_the_largest_ones_bits(tiny_target):
-    engine = tiny_engine(tiny_target)
-    model, largest = engine.target.model, engine.settings.width
-    low = smallest_equivalent_width(model, 256, largest, engine.pad_id, len(engine.target.tokenizer))
+    # Cache lengths from a few tokens to nearly full: attention over many keys is where a 1-row
+    # pass parts from wider ones on this CPU, so a probe of short prompts only would be fooled.
+    engine = tiny_engine(tiny_target, budget=Budget(prefix=1200, suffix=64))
+    model, largest, capacity = engine.target.model, engine.settings.width, engine.settings.capacity
+    low = smallest_equivalent_width(model, capacity, largest, engine.pad_id, len(engine.target.tokenizer))
     assert 1 <= low <= largest and low == engine.low_width
     g = torch.Generator().manual_seed(123)
-    for trial in range(3):
-        cache = KVCache(model, 256)
-        prompt = torch.randint(0, 300, (30 + 17 * trial,), generator=g).tolist()
+    for length in (30, 700, capacity - largest - 5):
+        cache = KVCache(model, capacity)
+        prompt = torch.randint(0, 300, (length,), generator=g).tolist()
         rows = torch.randint(0, 300, (largest,), generator=g).tolist()
-        prefill(model, cache, prompt, 64, lambda: False)
+        prefill(model, cache, prompt, 256, lambda: False)
         reference = step(model, cache, rows, largest, engine.pad_id)
         cache.truncate(len(prompt))
         for width in range(low, largest):
             for real in (1, width):  # one real token padded, or a full block
                 got = step(model, cache, rows[:real], width, engine.pad_id)
                 cache.truncate(len(prompt))
-                assert torch.equal(got, reference[:real]), f"width {width}, {real} real rows"
+                assert torch.equal(got, reference[:real]), f"{length} cached, width {width}, {real} real rows"
 
 
 def test_narrow_passes_off_pads_every_pass_to_the_full_width(tiny_target):
