@@ -44,6 +44,7 @@ class Engine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     fim_template: str = "auto"
     lookup_ngram: int = 8
     hybrid_min_match: int = 3
+    draft_confidence: float = 0.4    # the draft model stops proposing after a token it is less sure of
     cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
 
 
@@ -96,7 +97,8 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             budget=Budget(prefix=e.prefix_tokens, suffix=suffix, extra=e.extra_tokens),
             max_tokens_limit=e.max_tokens_limit, draft_context_tokens=e.draft_context_tokens,
             fim_template=e.fim_template, lookup_ngram=e.lookup_ngram,
-            hybrid_min_match=e.hybrid_min_match, cache_budget_bytes=e.cache_memory_mb << 20)
+            hybrid_min_match=e.hybrid_min_match, draft_confidence=e.draft_confidence,
+            cache_budget_bytes=e.cache_memory_mb << 20)
 
 
 # Suffix budget by device (cpu, gpu): a keystroke recomputes the suffix, so the CPU keeps it short.
@@ -140,6 +142,7 @@ def _validated(config: Config, path: Path) -> Config:
         (d.trace_max_mb >= 1 and d.log_max_mb >= 1, "daemon.trace_max_mb and daemon.log_max_mb must be at least 1"),
         (d.start_timeout_s >= 1, "daemon.start_timeout_s must be at least 1"),
         (e.cache_memory_mb >= 1, "engine.cache_memory_mb must be at least 1"),
+        (0.0 <= e.draft_confidence <= 1.0, "engine.draft_confidence must be 0..1"),
     ]
     for ok, message in checks:
         if not ok:

@@ -39,10 +39,10 @@ def kv_bytes(model: torch.nn.Module, capacity: int) -> int:
 
 
 class CachePool:
-    def __init__(self, target: torch.nn.Module, draft: torch.nn.Module | None, capacity: int,
+    def __init__(self, target: torch.nn.Module, draft: torch.nn.Module | None, capacity: int, draft_capacity: int,
                  budget_bytes: int):
-        self.target, self.draft, self.capacity = target, draft, capacity
-        self.slot_bytes = kv_bytes(target, capacity) + (kv_bytes(draft, capacity) if draft else 0)
+        self.target, self.draft, self.capacity, self.draft_capacity = target, draft, capacity, draft_capacity
+        self.slot_bytes = kv_bytes(target, capacity) + (kv_bytes(draft, draft_capacity) if draft else 0)
         self.max_slots = max(1, budget_bytes // self.slot_bytes)
         self.slots: OrderedDict[str, Slot] = OrderedDict()
 
@@ -54,7 +54,7 @@ class CachePool:
         while len(self.slots) >= self.max_slots:
             self.slots.popitem(last=False)
         slot = Slot(KVCache(self.target, self.capacity),
-                    KVCache(self.draft, self.capacity) if self.draft is not None else None)
+                    KVCache(self.draft, self.draft_capacity) if self.draft is not None else None)
         self.slots[document] = slot
         return slot
 

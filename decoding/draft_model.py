@@ -4,9 +4,16 @@ It has its own KV cache with the same prefix reuse as the target. Its prompt is 
 of the target's (the prefix's last `context_tokens`, cut at a multiple of `ALIGN` tokens so that
 consecutive keystrokes share it), because on a CPU the draft's prefill costs nearly half the
 target's. It prefills lazily, on its first proposal, so requests lookup serves never pay for it.
+
+A proposal ends early where the draft is unsure: after a token it gave less than `confidence`
+probability, the next is likely wrong and drafting it costs a draft pass (on this CPU a fifth of
+a target pass), so the target checks what there is. How long a proposal may be comes from
+`Pacing`; whether it pays is judged on drafting time alone, not on the one-off prefill.
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 
@@ -22,12 +29,20 @@ CHUNK = 512  # prefill tokens per draft pass: the draft reads ~4x faster than th
              # chunk of 512 takes less time than a target chunk of 128 (cancel checks stay as often)
 
 
+def window_capacity(context_tokens: int) -> int:
+    """The most tokens `ModelDrafter.window` holds: the prefix's tail, the suffix's head, 3 marks."""
+    return context_tokens + context_tokens // 4 + 3
+
+
 class ModelDrafter:
     name = "draft"
 
     def __init__(self, draft: LoadedModel, context_tokens: int,
-                 fim_ids: tuple[int, int, int], pace: bool = True, start_length: int = 3):
+                 fim_ids: tuple[int, int, int], pace: bool = True, start_length: int = 3,
+                 confidence: float = 0.4):
         self.model, self.context_tokens, self.fim_ids = draft.model, context_tokens, fim_ids
+        self.confidence = confidence
+        self.prefill_s = 0.0  # of the current proposal: kept out of the payoff
         self.pacing = Pacing(start=start_length, judge=pace)
         self.prompt: list[int] = []
         self.offset = 0
@@ -51,7 +66,7 @@ class ModelDrafter:
         k = self.pacing.length(limit)
         if k == 0 or not self.pacing.pays():
             return Proposal([], self.name)
-        self.forwards = 0
+        self.forwards, self.prefill_s = 0, 0.0
         logits = self._catch_up(self.prompt + context[self.offset:])
         if logits is None:
             return Proposal([], self.name, forwards=self.forwards)  # cancelled while prefilling
@@ -60,11 +75,10 @@ class ModelDrafter:
             token, q = self._pick(logits, self.job.sampler)
             tokens.append(token)
             probs.append(q)
-            if j + 1 < k:
-                if self.job.cancelled():
-                    break
-                logits = draft_step(self.model, self.cache, [token])
-                self.forwards += 1
+            if j + 1 == k or not self._sure(logits, token, q) or self.job.cancelled():
+                break
+            logits = draft_step(self.model, self.cache, [token])
+            self.forwards += 1
         stacked = None if self.job.sampler.greedy else torch.stack(probs[: len(tokens)])
         return Proposal(tokens, self.name, probs=stacked, forwards=self.forwards)
 
@@ -73,7 +87,9 @@ class ModelDrafter:
         head = wanted[:-1]
         reuse = self.cache.common_prefix(head)
         if len(head) - reuse > 1:  # a prompt to read: in chunks, with a cancel check between
+            started = time.perf_counter()
             _, computed, finished = prefill(self.model, self.cache, head, CHUNK, self.job.cancelled)
+            self.prefill_s = time.perf_counter() - started
             self.forwards += -(-computed // CHUNK)
             if not finished:
                 return None
@@ -88,5 +104,10 @@ class ModelDrafter:
         q = sampler.probs(logits.cpu())
         return int(torch.multinomial(q, 1, generator=self.job.generator)), q
 
+    def _sure(self, logits: torch.Tensor, token: int, q: torch.Tensor | None) -> bool:
+        """Whether the draft gave `token` at least `confidence` probability (float32 softmax)."""
+        p = q[token] if q is not None else torch.softmax(logits.float(), -1)[token]
+        return float(p) >= self.confidence
+
     def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
-        self.pacing.update(len(proposal.tokens), accepted, propose_s, step_s)
+        self.pacing.update(len(proposal.tokens), accepted, propose_s - self.prefill_s, step_s)

@@ -55,13 +55,17 @@ class Pacing:
     Length: grows by two after a fully accepted draft, shrinks to one past what was accepted.
     Payoff: an exponential average of (accepted x target step time - drafting time). While it is
     negative the drafter sits out, for a back-off that doubles each time it is found not to pay.
+    It is judged only after `JUDGE_AFTER` proposals since it last sat out: one rejected proposal
+    says little, and a pass without a draft costs a whole target pass for one token.
     """
+    JUDGE_AFTER = 3
 
     def __init__(self, start: int, low: int = 1, high: int = 16, alpha: float = 0.3, judge: bool = True):
         self.k, self.low, self.high, self.alpha, self.judge = start, low, high, alpha, judge
         self.gain = 0.0          # seconds saved per proposal, averaged
         self.resting = 0         # proposals still to sit out
         self.backoff = 2
+        self.seen = 0            # proposals since it last sat out
 
     def length(self, limit: int) -> int:
         return max(0, min(self.k, limit))
@@ -77,10 +81,11 @@ class Pacing:
             return
         self.k = min(self.high, self.k + 2) if accepted == proposed else max(self.low, accepted + 1)
         self.gain += self.alpha * (accepted * step_s - propose_s - self.gain)
-        if self.gain < 0 and self.judge:
+        self.seen += 1
+        if self.gain < 0 and self.judge and self.seen >= self.JUDGE_AFTER:
             self.resting, self.backoff = self.backoff, min(self.backoff * 2, 64)
-            self.gain = 0.0      # probe afresh after resting
-        else:
+            self.gain, self.seen = 0.0, 0  # probe afresh after resting
+        elif self.gain >= 0:
             self.backoff = 2
 
 
