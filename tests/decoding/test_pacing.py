@@ -3,9 +3,6 @@ cost, so these check the decisions themselves."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from decoding.drafter import Pacing
 from decoding.engine import CompletionRequest
 from tests.conftest import tiny_engine
