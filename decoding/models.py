@@ -197,6 +197,10 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
     except (OSError, ValueError) as error:
         raise ModelError(f"cannot load {spec.role} model {spec} from {folder}: {error}") from None
     model.eval()
+    if model.config._attn_implementation == "sdpa":
+        from decoding import attention
+
+        attention.install(model)  # grouped heads read in place, not copied (decoding/attention.py)
     return LoadedModel(spec, folder, tokenizer, model, dev, dt)
 
 
