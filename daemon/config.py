@@ -43,9 +43,9 @@ class Engine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     draft_context_tokens: int = 384
     fim_template: str = "auto"
     lookup_ngram: int = 8
-    hybrid_min_match: int = 3
+    hybrid_min_match: int = 2
     narrow_passes: bool = True       # pad a pass only to the smallest width measured to give the same bits
-    draft_confidence: float = 0.4    # the draft model stops proposing after a token it is less sure of
+    draft_confidence: float = 0.5    # the draft stops once the product of its tokens' probabilities is less
     cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
 
 

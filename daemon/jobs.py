@@ -71,4 +71,5 @@ def trace_record(job: Job, replied: float) -> TraceRecord:
         prefilled_tokens=stats.prefilled_tokens, new_tokens=stats.new_tokens,
         passes=job.passes_at_end - job.passes_at_start,
         passes_after_cancel=None if job.passes_at_cancel is None else job.passes_at_end - job.passes_at_cancel,
-        steps=[TraceStep(s.drafter, s.proposed, s.accepted, s.draft_ms, s.verify_ms) for s in stats.steps])
+        steps=[TraceStep(s.drafter, s.proposed, s.accepted, s.draft_ms, s.verify_ms) for s in stats.steps],
+        draft_prefill_ms=stats.draft_prefill_ms)

@@ -117,6 +117,7 @@ class CompletionStats(msgspec.Struct, frozen=True):
     queue_ms: float = 0.0             # waiting for the model worker
     tokenize_ms: float = 0.0
     prefill_ms: float = 0.0
+    draft_prefill_ms: float = 0.0     # of draft_ms, the draft model reading the prompt
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     total_ms: float = 0.0             # the engine's time, from tokenizing to the last token

@@ -5,7 +5,8 @@ The phases of a request, in order, add up to its total (received -> reply writte
     queue     waiting for the model worker (or, if dropped from the queue, until then)
     tokenize  building the prompt
     prefill   the prompt's KV (`reused_tokens` came from the cache, `prefilled_tokens` computed)
-    draft     proposing, summed over the steps (each step is listed with its own times)
+    draft     proposing, summed over the steps (each step is listed with its own times); of it,
+              `draft_prefill_ms` is the draft model reading the prompt on its first proposal
     verify    the target's passes over the proposals, summed likewise
     other     the rest of the worker's time: committing tokens, stop checks, cache bookkeeping
     reply     from the worker's end to the reply being written
@@ -63,6 +64,7 @@ class TraceRecord(msgspec.Struct, frozen=True):
     passes: int                           # forward passes of either model for this request
     passes_after_cancel: int | None       # of those, how many began after the cancel was asked
     steps: list[TraceStep]
+    draft_prefill_ms: float = 0.0         # of draft_ms, the draft model reading the prompt
 
     def phase_ms(self, phase: str) -> float:
         return getattr(self, f"{phase}_ms")

@@ -1,9 +1,10 @@
 """The drafter interface, the pacing every drafter shares, and the trivial and hybrid drafters.
 
 The decode loop holds one drafter and never asks which: `begin` once per request, `propose`
-before each target pass, `observe` after it. Because every target pass has the same width
-(decoding/forward.py), verifying a draft costs what a plain step costs: an accepted token saves
-one target pass, a rejected one costs nothing on the target's side. What a draft costs is the
+before each target pass, `observe` after it. A target pass costs nearly the same at every width
+it may take (decoding/forward.py: 2 to 8 rows here, within a few percent), so verifying a draft
+costs about what a plain step costs: an accepted token saves one target pass, a rejected one
+costs next to nothing on the target's side. What a draft costs is the
 drafter's own time, which `Pacing` weighs against the passes it saves.
 """
 
@@ -26,6 +27,7 @@ class Proposal:
     probs: torch.Tensor | None = None  # [k, V] the draft's distributions; None: one-hot
     match: int = 0                     # lookup: length of the n-gram that matched
     forwards: int = 0                  # draft model passes it took
+    prefill_s: float = 0.0             # of its time, the draft model reading the prompt (once a request)
 
 
 @dataclass(frozen=True)
@@ -50,25 +52,23 @@ class Drafter(Protocol):
 
 
 class Pacing:
-    """How many tokens a drafter proposes, and whether proposing pays at all.
+    """Whether a drafter's proposing pays at all.
 
-    Length: grows by two after a fully accepted draft, shrinks to one past what was accepted.
     Payoff: an exponential average of (accepted x target step time - drafting time). While it is
     negative the drafter sits out, for a back-off that doubles each time it is found not to pay.
     It is judged only after `JUDGE_AFTER` proposals since it last sat out: one rejected proposal
     says little, and a pass without a draft costs a whole target pass for one token.
+
+    How long a proposal is, the draft model decides token by token (decoding/draft_model.py).
     """
     JUDGE_AFTER = 3
 
-    def __init__(self, start: int, low: int = 1, high: int = 16, alpha: float = 0.3, judge: bool = True):
-        self.k, self.low, self.high, self.alpha, self.judge = start, low, high, alpha, judge
+    def __init__(self, alpha: float = 0.3, judge: bool = True):
+        self.alpha, self.judge = alpha, judge
         self.gain = 0.0          # seconds saved per proposal, averaged
         self.resting = 0         # proposals still to sit out
         self.backoff = 2
         self.seen = 0            # proposals since it last sat out
-
-    def length(self, limit: int) -> int:
-        return max(0, min(self.k, limit))
 
     def pays(self) -> bool:
         if self.resting > 0:
@@ -79,7 +79,6 @@ class Pacing:
     def update(self, proposed: int, accepted: int, propose_s: float, step_s: float) -> None:
         if proposed == 0:
             return
-        self.k = min(self.high, self.k + 2) if accepted == proposed else max(self.low, accepted + 1)
         self.gain += self.alpha * (accepted * step_s - propose_s - self.gain)
         self.seen += 1
         if self.gain < 0 and self.judge and self.seen >= self.JUDGE_AFTER:

@@ -43,8 +43,8 @@ class EngineSettings:
     draft_context_tokens: int = 384
     fim_template: str = "auto"
     lookup_ngram: int = 8
-    hybrid_min_match: int = 3
-    draft_confidence: float = 0.4   # the draft stops after a token it gave less probability
+    hybrid_min_match: int = 2
+    draft_confidence: float = 0.5   # the draft stops once the product of its tokens' probabilities is less
     cache_budget_bytes: int = 1 << 30
     pace_drafts: bool = True        # rest the draft model while it costs more than it saves
     narrow_passes: bool = True      # pad a pass only to the smallest width that computes the same
@@ -190,7 +190,8 @@ class Engine:
             t2 = time.perf_counter()
             drafter.observe(proposal, accepted, t1 - t0, t2 - t1)
             stats.record(Step(proposal.drafter, len(proposal.tokens), accepted,
-                              (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match))
+                              (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match,
+                              proposal.prefill_s * 1e3))
             for token in proposal.tokens[:accepted] + [token]:
                 context.append(token)
                 if stopper.push(token):

@@ -4,7 +4,7 @@ Exactness in bf16. A token's logits depend on the shapes of the pass that comput
 CPU a 1-token step and an 8-token verify pass pick different argmaxes at ~1% of positions. So the
 key length is fixed (the static cache's capacity) and every decoding pass of the target is padded
 to a width from a set that computes identical bits (decoding/widths.py measures it at start-up:
-4 to 8 rows on this CPU). Plain decoding is the same pass with no draft tokens, so a verified token
+2 to 8 rows on this CPU). Plain decoding is the same pass with no draft tokens, so a verified token
 is computed exactly as plain decoding computes it. The padding costs plain decoding a little;
 `specd bench --modes none,none@1` measures how much, and how often one-row passes would differ.
 """

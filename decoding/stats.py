@@ -16,6 +16,7 @@ class Step:
     verify_ms: float
     draft_forwards: int = 0
     match: int = 0                 # lookup: the matched n-gram's length
+    draft_prefill_ms: float = 0.0  # of draft_ms, the draft model reading the prompt
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Stats:
     accepted: Counter = field(default_factory=Counter)   # per drafter
     tokenize_ms: float = 0.0
     prefill_ms: float = 0.0
+    draft_prefill_ms: float = 0.0  # the draft model reading the prompt, lazily, within draft_ms
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     total_ms: float = 0.0
@@ -42,6 +44,7 @@ class Stats:
         self.proposed[step.drafter] += step.proposed
         self.accepted[step.drafter] += step.accepted
         self.draft_ms += step.draft_ms
+        self.draft_prefill_ms += step.draft_prefill_ms
         self.verify_ms += step.verify_ms
 
     def as_dict(self) -> dict:

@@ -52,3 +52,18 @@ def test_a_bad_case_line_is_named(tmp_path):
     cases.write_text('{"prefix": "x = 1"}\n{"suffix": "no prefix"}\n')
     with pytest.raises(RequestError, match="cases.jsonl:2"):
         read_cases(cases, None)
+
+
+def test_the_draft_models_prompt_reading_counts_as_prefill(tiny_target, tiny_draft):
+    from decoding.bench import run_engine
+
+    engine = tiny_engine(tiny_target, tiny_draft, pace_drafts=False)
+    seen = []
+    complete = engine.complete
+    engine.complete = lambda request: seen.append(complete(request)) or seen[-1]
+    run = run_engine(engine, CASES[0], "draft", 24, "prefill")
+    s = seen[0].stats
+    assert s.draft_prefill_ms > 0, "the draft read its window on its first proposal"
+    assert s.draft_prefill_ms <= s.draft_ms
+    assert run.prefill_s * 1e3 == pytest.approx(s.prefill_ms + s.draft_prefill_ms)
+    assert run.decode_s * 1e3 == pytest.approx(s.total_ms - s.tokenize_ms - s.prefill_ms - s.draft_prefill_ms)
