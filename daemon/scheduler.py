@@ -136,7 +136,10 @@ class Scheduler:
             finally:
                 self.running = None
                 del self.jobs[job.key]
-            self.finish(job)
+            try:
+                self.finish(job)
+            except Exception:  # a bug in replying or tracing must not stop the worker for everyone
+                log.exception("request %s: finishing it failed", job.key)
 
     def _work(self, job: Job) -> Completion:
         """On the model thread."""

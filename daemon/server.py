@@ -166,7 +166,12 @@ class Server:
     def finish(self, job: Job) -> None:
         """The scheduler is done with `job`: its one reply, its trace line, the totals."""
         if (conn := self.connections.get(job.client)) is not None:
-            conn.send(jobs.reply(job))
+            try:
+                reply = jobs.reply(job)
+            except Exception as error:  # a bug in building the reply: the client still gets one
+                log.exception("request %d: cannot build its reply", job.message.id)
+                reply = Error(job.message.id, "internal", f"cannot build the reply: {error}")
+            conn.send(reply)
         line = jobs.trace_record(job, time.perf_counter())
         self.metrics.add(line)
         if line.outcome == "error":
