@@ -41,8 +41,10 @@ def grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor
     return out.transpose(1, 2).contiguous(), None
 
 
+AttentionInterface.register(NAME, grouped_sdpa)
+ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)  # its masks stay SDPA's
+
+
 def install(model: torch.nn.Module) -> None:
-    """Make `model` attend through `grouped_sdpa` (its masks stay SDPA's)."""
-    AttentionInterface.register(NAME, grouped_sdpa)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)
+    """Make `model` attend through `grouped_sdpa`."""
     model.set_attn_implementation(NAME)

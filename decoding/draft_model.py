@@ -68,20 +68,19 @@ class ModelDrafter:
         return [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
 
     def propose(self, context: list[int], limit: int) -> Proposal:
-        k = limit
-        if k <= 0 or not self.pacing.pays():
+        if limit <= 0 or not self.pacing.pays():
             return Proposal([], self.name)
         self.forwards, self.prefill_s = 0, 0.0
         logits = self._catch_up(self.prompt + context[self.offset:])
         if logits is None:
             return Proposal([], self.name, forwards=self.forwards, prefill_s=self.prefill_s)  # cancelled
         tokens, probs, sure = [], [], 1.0
-        for j in range(k):
+        for j in range(limit):
             token, q = self._pick(logits, self.job.sampler)
             tokens.append(token)
             probs.append(q)
             sure *= self._probability(logits, token, q)  # the odds that all so far are right
-            if j + 1 == k or sure < self.confidence or self.job.cancelled():
+            if j + 1 == limit or sure < self.confidence or self.job.cancelled():
                 break
             logits = draft_step(self.model, self.cache, [token])
             self.forwards += 1

@@ -4,8 +4,8 @@ The decode loop holds one drafter and never asks which: `begin` once per request
 before each target pass, `observe` after it. A target pass costs nearly the same at every width
 it may take (decoding/forward.py: 2 to 8 rows here, within a few percent), so verifying a draft
 costs about what a plain step costs: an accepted token saves one target pass, a rejected one
-costs next to nothing on the target's side. What a draft costs is the
-drafter's own time, which `Pacing` weighs against the passes it saves.
+costs next to nothing on the target's side. What a draft costs is the drafter's own time, which
+`Pacing` weighs against the passes it saves.
 """
 
 from __future__ import annotations
