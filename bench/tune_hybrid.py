@@ -26,14 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemon.bench_cli import read_cases  # noqa: E402
-from daemon.config import load_config  # noqa: E402
-from daemon.runtime import build_engine  # noqa: E402
-from decoding.draft_model import ModelDrafter  # noqa: E402
-from decoding.drafter import DraftJob  # noqa: E402
-from decoding.engine import CompletionRequest  # noqa: E402
-from decoding.kvcache import KVCache  # noqa: E402
-from decoding.lookup import LookupDrafter  # noqa: E402
+from specd.daemon.bench_cli import read_cases  # noqa: E402
+from specd.daemon.config import load_config  # noqa: E402
+from specd.daemon.runtime import build_engine  # noqa: E402
+from specd.decoding.draft_model import ModelDrafter  # noqa: E402
+from specd.decoding.drafter import DraftJob  # noqa: E402
+from specd.decoding.engine import CompletionRequest  # noqa: E402
+from specd.decoding.kvcache import KVCache  # noqa: E402
+from specd.decoding.lookup import LookupDrafter  # noqa: E402
 
 
 class FullLengthDrafter(ModelDrafter):

@@ -1,5 +1,5 @@
-"""`python -m daemon` is `specd` (how `specd start` runs the daemon with this same interpreter)."""
+"""`python -m specd.daemon` is `specd` (how `specd start` runs the daemon with this same interpreter)."""
 
-from daemon.cli import main
+from specd.daemon.cli import main
 
 raise SystemExit(main())

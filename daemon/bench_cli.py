@@ -8,8 +8,8 @@ from pathlib import Path
 
 import msgspec
 
-from daemon.config import load_config
-from daemon.protocol import Drafter
+from specd.daemon.config import load_config
+from specd.daemon.protocol import Drafter
 
 # The engine's modules (torch) are imported by the command, not by building the parser: every
 # `specd` command builds it. The anchors' names here are for --help; cmd_bench checks the real ones.
@@ -32,8 +32,8 @@ def add_bench_parser(sub) -> None:
 
 
 def read_cases(path: Path, limit: int | None) -> list:
-    from decoding.bench import Case
-    from decoding.engine import RequestError
+    from specd.decoding.bench import Case
+    from specd.decoding.engine import RequestError
 
     cases = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -48,9 +48,9 @@ def read_cases(path: Path, limit: int | None) -> list:
 
 
 def cmd_bench(args) -> int:
-    from daemon.runtime import build_engine
-    from decoding.bench import ANCHORS, bench, suffix_sweep
-    from decoding.engine import DRAFTERS, RequestError
+    from specd.daemon.runtime import build_engine
+    from specd.decoding.bench import ANCHORS, bench, suffix_sweep
+    from specd.decoding.engine import DRAFTERS, RequestError
 
     config = load_config(args.config)
     models = msgspec.structs.replace(config.models, target=args.target or config.models.target,

@@ -18,10 +18,10 @@ import textwrap
 import time
 from pathlib import Path
 
-from daemon import protocol
-from daemon.client import Client, new_request_id
-from daemon.config import Config, load_config
-from daemon.tracing import percentile
+from specd.daemon import protocol
+from specd.daemon.client import Client, new_request_id
+from specd.daemon.config import Config, load_config
+from specd.daemon.tracing import percentile
 
 
 def add_bench_daemon_parser(sub) -> None:
@@ -42,7 +42,7 @@ class Document:
     """The file cut at the cursor, with the next `typed` characters taken out to be typed back."""
 
     def __init__(self, path: Path, at: str | None, typed: int):
-        from daemon.cli import read_cursor
+        from specd.daemon.cli import read_cursor
 
         if at is None:
             lines = path.read_text().splitlines(keepends=True)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from daemon.config import ConfigError, load_config, render
+from specd.daemon.config import ConfigError, load_config, render
 
 # Commands that only talk to the daemon (start, stop, status, complete, trace) never import torch:
 # the engine's modules load only in the commands that build an engine.
@@ -23,12 +23,12 @@ class UsageError(Exception):
 def user_errors() -> tuple[type[Exception], ...]:
     """Errors a user can cause: said in one line, exit status 2. The engine's can only have been
     raised if their modules were imported, and importing them just to catch nothing costs torch."""
-    from daemon.client import DaemonError, NotRunning
-    from daemon.lifecycle import StartError
-    from daemon.paths import SetupError
+    from specd.daemon.client import DaemonError, NotRunning
+    from specd.daemon.lifecycle import StartError
+    from specd.daemon.paths import SetupError
 
-    engine_errors = [("decoding.engine", "RequestError"), ("decoding.fetch", "ChunkError"),
-                     ("decoding.models", "ModelError"), ("decoding.prompt", "PromptError")]
+    engine_errors = [("specd.decoding.engine", "RequestError"), ("specd.decoding.fetch", "ChunkError"),
+                     ("specd.decoding.models", "ModelError"), ("specd.decoding.prompt", "PromptError")]
     return (ConfigError, UsageError, SetupError, StartError, NotRunning, DaemonError,
             *(getattr(sys.modules[module], name) for module, name in engine_errors if module in sys.modules))
 
@@ -71,22 +71,22 @@ def parser() -> argparse.ArgumentParser:
     complete.add_argument("--no-daemon", action="store_true", help="load the models in this process")
     complete.set_defaults(run=cmd_complete)
 
-    from daemon.bench_cli import add_bench_parser
-    from daemon.bench_daemon import add_bench_daemon_parser
-    from daemon.lifecycle import add_lifecycle_parsers
-    from daemon.trace_cli import add_trace_parser
+    from specd.daemon.bench_cli import add_bench_parser
+    from specd.daemon.bench_daemon import add_bench_daemon_parser
+    from specd.daemon.lifecycle import add_lifecycle_parsers
+    from specd.daemon.trace_cli import add_trace_parser
     add_lifecycle_parsers(sub)
     add_trace_parser(sub)
     add_bench_parser(sub)
     add_bench_daemon_parser(sub)
-    from lsp.cli import add_parsers as add_lsp_parsers  # the editor's side: `lsp`, `replay`
+    from specd.lsp.cli import add_parsers as add_lsp_parsers  # the editor's side: `lsp`, `replay`
     add_lsp_parsers(sub)
     return p
 
 
 def cmd_models(args) -> int:
-    from decoding.manifest import BUILTIN_BY_NAME
-    from decoding.models import info, parse_spec, pull_builtin
+    from specd.decoding.manifest import BUILTIN_BY_NAME
+    from specd.decoding.models import info, parse_spec, pull_builtin
 
     config = load_config(args.config)
     cache = config.cache_dir()
@@ -140,5 +140,5 @@ def read_cursor(file: str, at: str | None) -> tuple[str, str, str]:
 
 
 def cmd_complete(args) -> int:
-    from daemon.complete_cli import complete
+    from specd.daemon.complete_cli import complete
     return complete(args, load_config(args.config))

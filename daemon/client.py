@@ -16,9 +16,9 @@ import logging
 
 import msgspec
 
-from daemon import protocol
-from daemon.config import Config
-from daemon.paths import Paths, SetupError, read_token
+from specd.daemon import protocol
+from specd.daemon.config import Config
+from specd.daemon.paths import Paths, SetupError, read_token
 
 log = logging.getLogger("specd.client")
 _ids = itertools.count(1)
@@ -59,7 +59,7 @@ class Client:
         except ConnectionError:
             if not start:
                 raise
-        from daemon.lifecycle import StartError, start_daemon
+        from specd.daemon.lifecycle import StartError, start_daemon
 
         try:
             await asyncio.wait_for(asyncio.to_thread(start_daemon, config, log.info, timeout), timeout)

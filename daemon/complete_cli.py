@@ -13,13 +13,13 @@ import time
 
 import msgspec
 
-from daemon import protocol
-from daemon.config import Config
+from specd.daemon import protocol
+from specd.daemon.config import Config
 
 
 def message_from(args) -> protocol.Complete:
-    from daemon.cli import read_cursor
-    from daemon.client import new_request_id
+    from specd.daemon.cli import read_cursor
+    from specd.daemon.client import new_request_id
 
     uri, prefix, suffix = read_cursor(args.file, args.at)
     return protocol.Complete(id=new_request_id(), document=uri, prefix=prefix, suffix=suffix,
@@ -34,7 +34,7 @@ def complete(args, config: Config) -> int:
 
 
 async def through_daemon(config: Config, message: protocol.Complete) -> dict:
-    from daemon.client import Client
+    from specd.daemon.client import Client
 
     client = await Client.connect(config)
     try:
@@ -48,8 +48,8 @@ async def through_daemon(config: Config, message: protocol.Complete) -> dict:
 
 
 def in_process(config: Config, message: protocol.Complete) -> dict:
-    from daemon.jobs import engine_request
-    from daemon.runtime import build_engine
+    from specd.daemon.jobs import engine_request
+    from specd.daemon.runtime import build_engine
 
     request = engine_request(message, config.completion)
     started = time.perf_counter()

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from daemon.protocol import Drafter  # the engine's drafter names; runtime.py checks they agree
+from specd.daemon.protocol import Drafter  # the engine's drafter names; runtime.py checks they agree
 
 # No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
 # engine's modules are imported only where an engine is built.
@@ -84,14 +84,14 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lsp: Lsp = Lsp()
 
     def cache_dir(self) -> Path:
-        from decoding.models import default_cache_dir
+        from specd.decoding.models import default_cache_dir
 
         return Path(self.models.cache_dir).expanduser() if self.models.cache_dir else default_cache_dir()
 
     def engine_settings(self, device_type: str):
         """The engine's settings (a decoding.engine.EngineSettings) for a device type."""
-        from decoding.engine import EngineSettings
-        from decoding.prompt import Budget
+        from specd.decoding.engine import EngineSettings
+        from specd.decoding.prompt import Budget
 
         e = self.engine
         suffix = e.suffix_tokens if e.suffix_tokens >= 0 else SUFFIX_DEFAULT[device_type == "cuda"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 
-from daemon import protocol
-from daemon.config import Completion as CompletionDefaults
-from daemon.scheduler import Job
-from daemon.tracing import TraceRecord, TraceStep
-from decoding.engine import Completion, CompletionRequest, RequestError
-from decoding.stats import Stats
-from decoding.verify import Sampler
+from specd.daemon import protocol
+from specd.daemon.config import Completion as CompletionDefaults
+from specd.daemon.scheduler import Job
+from specd.daemon.tracing import TraceRecord, TraceStep
+from specd.decoding.engine import Completion, CompletionRequest, RequestError
+from specd.decoding.stats import Stats
+from specd.decoding.verify import Sampler
 
 
 def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> CompletionRequest:

@@ -20,9 +20,9 @@ from typing import Callable
 
 import msgspec
 
-from daemon.config import Config, load_config, render
-from daemon.paths import Paths, private_dir, private_file, rotate, write_private
-from daemon.process import StartupNote, lock_holder
+from specd.daemon.config import Config, load_config, render
+from specd.daemon.paths import Paths, private_dir, private_file, rotate, write_private
+from specd.daemon.process import StartupNote, lock_holder
 
 STOP_WAIT_S = 60.0   # a clean stop waits for the request in flight to reach its next step
 LAUNCH_WAIT_S = 15.0  # from a starter's fork to its daemon holding the pid file, at the most
@@ -45,7 +45,7 @@ def add_lifecycle_parsers(sub) -> None:
 def cmd_start(args) -> int:
     config = load_config(args.config)
     if args.foreground:
-        from daemon.process import run_daemon
+        from specd.daemon.process import run_daemon
 
         if (pid := answering_pid(config)) is not None:
             print(f"specd is already running (pid {pid}, socket {Paths.of(config).socket})")
@@ -81,7 +81,7 @@ def start_daemon(config: Config, say: Callable[[str], None], timeout: float | No
     try:
         child = subprocess.Popen(
             # -P: the cwd is not put on sys.path, so a folder there named `daemon` is not imported
-            [sys.executable, "-P", "-m", "daemon", "--config", str(paths.launch_config), "start", "--foreground",
+            [sys.executable, "-P", "-m", "specd.daemon", "--config", str(paths.launch_config), "start", "--foreground",
              "--ready-fd", str(write_end)],
             pass_fds=(write_end,), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, start_new_session=True)
     finally:
@@ -138,7 +138,7 @@ def follow_notes(pipe, say: Callable[[str], None], deadline: float) -> StartupNo
 
 def answering_pid(config: Config) -> int | None:
     """The pid of the daemon that answers a handshake where the config says, or None."""
-    from daemon.client import Client
+    from specd.daemon.client import Client
 
     async def probe() -> int:
         client = await Client.connect(config, timeout=10.0)
@@ -195,7 +195,7 @@ def _being_launched(paths: Paths, config: Config) -> int | None:
 
 
 async def _ask_to_stop(config: Config) -> tuple[int | None, int]:
-    from daemon.client import Client
+    from specd.daemon.client import Client
 
     try:
         client = await Client.connect(config, timeout=10.0)
@@ -207,7 +207,7 @@ async def _ask_to_stop(config: Config) -> tuple[int | None, int]:
 
 
 def cmd_status(args) -> int:
-    from daemon.client import Client
+    from specd.daemon.client import Client
 
     config = load_config(args.config)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from daemon.tracing import TraceRecord, percentile
+from specd.daemon.tracing import TraceRecord, percentile
 
 WINDOW = 1000  # latency percentiles cover this many recent completions
 

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.config import Config
+from specd.daemon.config import Config
 
 SOCKET_NAME = "specd.sock"
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, with the terminating NUL

@@ -21,8 +21,8 @@ from typing import Literal
 
 import msgspec
 
-from daemon.config import Config
-from daemon.paths import Paths, SetupError, private_dir, private_file, read_token, rotate, socket_dir
+from specd.daemon.config import Config
+from specd.daemon.paths import Paths, SetupError, private_dir, private_file, read_token, rotate, socket_dir
 
 log = logging.getLogger("specd")
 LOCK_TRIES = 20  # a `specd status` may hold the pid file's lock for an instant while it reads it
@@ -128,9 +128,9 @@ def run_daemon(config: Config, ready_fd: int | None) -> int:
 
 
 def serve(config: Config, paths: Paths, notes: Notes) -> int:
-    from daemon.cli import user_errors
-    from daemon.runtime import build_engine
-    from daemon.server import Server
+    from specd.daemon.cli import user_errors
+    from specd.daemon.runtime import build_engine
+    from specd.daemon.server import Server
 
     try:
         socket_dir(paths)

@@ -7,10 +7,10 @@ import logging
 import time
 from typing import Callable
 
-from daemon.config import Config
-from daemon.protocol import Drafter
-from decoding.engine import DRAFTERS, Engine
-from decoding.models import LoadedModel, load, parse_spec, quantize_int8
+from specd.daemon.config import Config
+from specd.daemon.protocol import Drafter
+from specd.decoding.engine import DRAFTERS, Engine
+from specd.decoding.models import LoadedModel, load, parse_spec, quantize_int8
 
 log = logging.getLogger("specd")
 assert set(Drafter.__args__) == set(DRAFTERS), "the config, the protocol and the engine name the same drafters"

@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from daemon import protocol
-from decoding.engine import Completion, CompletionRequest, Engine
-from decoding.stats import Stats
+from specd.daemon import protocol
+from specd.decoding.engine import Completion, CompletionRequest, Engine
+from specd.decoding.stats import Stats
 
 log = logging.getLogger("specd.scheduler")
 

@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
-from daemon import jobs, protocol
-from daemon.config import Config
-from daemon.metrics import Metrics
-from daemon.paths import Paths
-from daemon.protocol import Cancel, Complete, Error, GetStatus, Hello, Shutdown
-from daemon.scheduler import Job, Scheduler
-from daemon.tracing import TraceWriter
-from decoding.engine import Engine, RequestError
+from specd.daemon import jobs, protocol
+from specd.daemon.config import Config
+from specd.daemon.metrics import Metrics
+from specd.daemon.paths import Paths
+from specd.daemon.protocol import Cancel, Complete, Error, GetStatus, Hello, Shutdown
+from specd.daemon.scheduler import Job, Scheduler
+from specd.daemon.tracing import TraceWriter
+from specd.decoding.engine import Engine, RequestError
 
 log = logging.getLogger("specd.server")
 

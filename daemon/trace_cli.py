@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from daemon.config import load_config
-from daemon.paths import Paths
-from daemon.tracing import PHASES, TraceRecord, percentile, read_trace
+from specd.daemon.config import load_config
+from specd.daemon.paths import Paths
+from specd.daemon.tracing import PHASES, TraceRecord, percentile, read_trace
 
 QUANTILES = (50, 90, 95, 99, 100)
 
@@ -26,7 +26,7 @@ def add_trace_parser(sub) -> None:
 
 
 def cmd_trace(args) -> int:
-    from daemon.cli import UsageError
+    from specd.daemon.cli import UsageError
 
     path = args.file or Paths.of(load_config(args.config)).trace
     records = read_trace(path)[-args.last:] if args.last else read_trace(path)
@@ -34,7 +34,7 @@ def cmd_trace(args) -> int:
         raise UsageError(f"no trace records in {path} (is daemon.trace on, and has the daemon served requests?)")
     print(summary(records))
     if args.html:
-        from daemon.trace_html import render_page
+        from specd.daemon.trace_html import render_page
 
         args.html.write_text(render_page(records, source=str(path)))
         print(f"\nwrote {args.html}")

@@ -24,7 +24,7 @@ from typing import Literal
 
 import msgspec
 
-from daemon.paths import private_file, rotate
+from specd.daemon.paths import private_file, rotate
 
 PHASES = ("queue", "tokenize", "prefill", "draft", "verify", "other", "reply")
 

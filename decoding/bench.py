@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from decoding.engine import CompletionRequest, Engine
+from specd.decoding.engine import CompletionRequest, Engine
 
 ANCHORS = ("hf-greedy", "hf-assisted", "hf-lookup")
 

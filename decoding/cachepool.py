@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from decoding.kvcache import KVCache
+from specd.decoding.kvcache import KVCache
 
 
 @dataclass

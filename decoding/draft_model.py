@@ -23,12 +23,12 @@ import time
 
 import torch
 
-from decoding.drafter import DraftJob, Pacing, Proposal
-from decoding.forward import draft_step, prefill
-from decoding.kvcache import KVCache
-from decoding.models import LoadedModel
-from decoding.prompt import Prompt
-from decoding.verify import Sampler
+from specd.decoding.drafter import DraftJob, Pacing, Proposal
+from specd.decoding.forward import draft_step, prefill
+from specd.decoding.kvcache import KVCache
+from specd.decoding.models import LoadedModel
+from specd.decoding.prompt import Prompt
+from specd.decoding.verify import Sampler
 
 ALIGN = 64
 CHUNK = 512  # prefill tokens per draft pass: the draft reads ~4x faster than the target, so a

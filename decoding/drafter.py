@@ -15,9 +15,9 @@ from typing import Callable, Protocol
 
 import torch
 
-from decoding.kvcache import KVCache
-from decoding.prompt import Prompt
-from decoding.verify import Sampler
+from specd.decoding.kvcache import KVCache
+from specd.decoding.prompt import Prompt
+from specd.decoding.verify import Sampler
 
 
 @dataclass

@@ -14,18 +14,18 @@ from typing import Callable
 
 import torch
 
-from decoding.cachepool import CachePool, Slot
-from decoding.draft_model import ModelDrafter, window_capacity
-from decoding.drafter import DraftJob, Drafter, HybridDrafter, NoDrafter, Proposal
-from decoding.forward import prefill, step
-from decoding.kvcache import KVCache
-from decoding.lookup import LookupDrafter
-from decoding.models import LoadedModel, check_pair
-from decoding.prompt import Budget, Prompt, PromptBuilder, detect_template
-from decoding.stats import Stats, Step
-from decoding.stops import Stopper, StopRules
-from decoding.verify import Sampler, accept_greedy, accept_sampled
-from decoding.widths import smallest_equivalent_width
+from specd.decoding.cachepool import CachePool, Slot
+from specd.decoding.draft_model import ModelDrafter, window_capacity
+from specd.decoding.drafter import DraftJob, Drafter, HybridDrafter, NoDrafter, Proposal
+from specd.decoding.forward import prefill, step
+from specd.decoding.kvcache import KVCache
+from specd.decoding.lookup import LookupDrafter
+from specd.decoding.models import LoadedModel, check_pair
+from specd.decoding.prompt import Budget, Prompt, PromptBuilder, detect_template
+from specd.decoding.stats import Stats, Step
+from specd.decoding.stops import Stopper, StopRules
+from specd.decoding.verify import Sampler, accept_greedy, accept_sampled
+from specd.decoding.widths import smallest_equivalent_width
 
 DRAFTERS = ("none", "lookup", "draft", "hybrid")
 

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from tqdm import tqdm
 
-from decoding.manifest import BuiltinModel
+from specd.decoding.manifest import BuiltinModel
 
 PartSource = Callable[[], BinaryIO]
 _BLOCK = 1 << 22

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from decoding.kvcache import KVCache
+from specd.decoding.kvcache import KVCache
 
 
 def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor:

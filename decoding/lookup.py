@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from decoding.drafter import DraftJob, Proposal
+from specd.decoding.drafter import DraftJob, Proposal
 
 MAX_CANDIDATES = 128  # occurrences of the last token examined per source, nearest first
 

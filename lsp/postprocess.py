@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsp.context import Cursor
+from specd.lsp.context import Cursor
 
 PAIRS = {"(": ")", "[": "]", "{": "}"}
 TRUNCATED = {"max_tokens", "deadline"}

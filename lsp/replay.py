@@ -65,7 +65,7 @@ class Outcome:
 def model_time(trace: Path, since: float, document: str) -> dict[str, float]:
     """Model time (ms) the daemon spent on `document`'s requests received after `since` (unix
     time), per outcome: what cancelled requests cost is what typing made the model throw away."""
-    from daemon.tracing import read_trace
+    from specd.daemon.tracing import read_trace
 
     out: dict[str, float] = {}
     for r in read_trace(trace):

@@ -15,12 +15,12 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from daemon.config import Config
-from lsp.context import Cursor, PositionError, cursor_at
-from lsp.postprocess import Suggestion
-from lsp.protocol import SpecdProtocol
-from daemon.client import DaemonError
-from lsp.suggest import DaemonUnavailable, Suggester
+from specd.daemon.config import Config
+from specd.lsp.context import Cursor, PositionError, cursor_at
+from specd.lsp.postprocess import Suggestion
+from specd.lsp.protocol import SpecdProtocol
+from specd.daemon.client import DaemonError
+from specd.lsp.suggest import DaemonUnavailable, Suggester
 
 log = logging.getLogger("specd.lsp")
 VERSION = "0.1.0"

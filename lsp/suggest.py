@@ -13,12 +13,12 @@ import logging
 
 from pygls.exceptions import JsonRpcInvalidParams
 
-from daemon import protocol
-from daemon.client import Client, DaemonError, new_request_id
-from daemon.config import Config
-from lsp.context import Cursor, other_documents
-from lsp.postprocess import Suggestion, clean
-from lsp.typed import Shown, rest_after_typing
+from specd.daemon import protocol
+from specd.daemon.client import Client, DaemonError, new_request_id
+from specd.daemon.config import Config
+from specd.lsp.context import Cursor, other_documents
+from specd.lsp.postprocess import Suggestion, clean
+from specd.lsp.typed import Shown, rest_after_typing
 
 log = logging.getLogger("specd.lsp")
 

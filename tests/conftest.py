@@ -32,9 +32,9 @@ def tiny_draft(tiny_dir, tiny_target) -> Path:
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
                 dtype: str = "auto", **settings):
     """An engine on tiny models, loaded through the same code as the built-in pair."""
-    from decoding.engine import Engine, EngineSettings
-    from decoding.models import load, parse_spec
-    from decoding.prompt import Budget
+    from specd.decoding.engine import Engine, EngineSettings
+    from specd.decoding.models import load, parse_spec
+    from specd.decoding.prompt import Budget
 
     cache = cache_dir or target.parent / "cache"
     t = load(parse_spec(str(target), "target"), cache, "cpu", dtype)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 
-from daemon.config import Config, load_config
-from daemon.paths import Paths
-from daemon.tracing import TraceRecord, read_trace
+from specd.daemon.config import Config, load_config
+from specd.daemon.paths import Paths
+from specd.daemon.tracing import TraceRecord, read_trace
 
 SPECD = str(Path(sys.executable).parent / "specd")
 # Long enough that prefill alone takes a few hundred passes of 8 tokens: time to see it running.

@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from daemon import protocol
-from daemon.client import Client, new_request_id
-from daemon.tracing import TraceRecord
+from specd.daemon import protocol
+from specd.daemon.client import Client, new_request_id
+from specd.daemon.tracing import TraceRecord
 from tests.homes import LONG_TEXT, Home, make_home  # noqa: F401 (LONG_TEXT: for the tests here)
 
 def free_port() -> int:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import Client, NotRunning
-from daemon.paths import SetupError, private_dir
-from daemon.process import lock_holder
+from specd.daemon.client import Client, NotRunning
+from specd.daemon.paths import SetupError, private_dir
+from specd.daemon.process import lock_holder
 from tests.daemon.conftest import long_request, until_running
 
 

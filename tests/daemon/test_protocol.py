@@ -8,10 +8,10 @@ import asyncio
 import msgspec
 import pytest
 
-from daemon import protocol
-from daemon.client import Client, DaemonError, new_request_id
-from daemon.config import load_config
-from daemon.paths import read_token
+from specd.daemon import protocol
+from specd.daemon.client import Client, DaemonError, new_request_id
+from specd.daemon.config import load_config
+from specd.daemon.paths import read_token
 from tests.daemon.conftest import Raw
 
 

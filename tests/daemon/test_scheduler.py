@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from daemon import protocol
-from daemon.client import Client, new_request_id
+from specd.daemon import protocol
+from specd.daemon.client import Client, new_request_id
 from tests.daemon.conftest import long_request, trace_of, until_running
 from tests.homes import LONG_TEXT
 

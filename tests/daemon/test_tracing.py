@@ -6,9 +6,9 @@ import re
 
 import msgspec
 
-from daemon import protocol
-from daemon.client import new_request_id
-from daemon.tracing import PHASES, TraceRecord, TraceStep, TraceWriter, read_trace
+from specd.daemon import protocol
+from specd.daemon.client import new_request_id
+from specd.daemon.tracing import PHASES, TraceRecord, TraceStep, TraceWriter, read_trace
 from tests.daemon.conftest import trace_of
 
 EPSILON_MS = 1e-6

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from decoding import attention
-from decoding.bench import stock_attention
-from decoding.kvcache import KVCache
-from decoding.models import load, parse_spec
+from specd.decoding import attention
+from specd.decoding.bench import stock_attention
+from specd.decoding.kvcache import KVCache
+from specd.decoding.models import load, parse_spec
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from daemon.bench_cli import read_cases
-from decoding.bench import Case, bench
-from decoding.engine import RequestError
+from specd.daemon.bench_cli import read_cases
+from specd.decoding.bench import Case, bench
+from specd.decoding.engine import RequestError
 from tests.conftest import tiny_engine
 
 CASES = [Case(prefix="def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n", suffix="\n\nprint(add(1, 2))\n"),
@@ -55,7 +55,7 @@ def test_a_bad_case_line_is_named(tmp_path):
 
 
 def test_the_draft_models_prompt_reading_counts_as_prefill(tiny_target, tiny_draft):
-    from decoding.bench import run_engine
+    from specd.decoding.bench import run_engine
 
     engine = tiny_engine(tiny_target, tiny_draft, pace_drafts=False)
     seen = []

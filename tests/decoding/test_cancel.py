@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from decoding.engine import CompletionRequest
+from specd.decoding.engine import CompletionRequest
 from tests.conftest import tiny_engine
 
 

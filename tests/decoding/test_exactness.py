@@ -12,8 +12,8 @@ import random
 import pytest
 import torch
 
-from decoding.drafter import Proposal
-from decoding.engine import CompletionRequest
+from specd.decoding.drafter import Proposal
+from specd.decoding.engine import CompletionRequest
 from tests.conftest import tiny_engine
 from tests.tiny import make_draft, make_model
 

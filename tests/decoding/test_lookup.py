@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from decoding.drafter import DraftJob
-from decoding.lookup import LookupDrafter, NgramIndex
-from decoding.prompt import Prompt
+from specd.decoding.drafter import DraftJob
+from specd.decoding.lookup import LookupDrafter, NgramIndex
+from specd.decoding.prompt import Prompt
 
 
 def job(ids: list[int], previous: list[int] = (), extras: list[list[int]] = ()) -> DraftJob:
@@ -43,7 +43,7 @@ def test_index_grows_with_the_context():
 def test_a_hint_is_proposed_and_verified_not_trusted(tiny_target):
     """A hint (the rest of a suggestion being typed through) feeds lookup; the output is still
     the target's own, whether the hint is right or wrong."""
-    from decoding.engine import CompletionRequest
+    from specd.decoding.engine import CompletionRequest
     from tests.conftest import tiny_engine
 
     engine = tiny_engine(tiny_target)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoding.convert import is_converted
-from decoding.fetch import ChunkError, assemble, part_sources
-from decoding.manifest import BuiltinModel, Part
-from decoding.models import ModelError, check_pair, gguf_folder, info, load, parse_spec, pull_builtin, resolve
+from specd.decoding.convert import is_converted
+from specd.decoding.fetch import ChunkError, assemble, part_sources
+from specd.decoding.manifest import BuiltinModel, Part
+from specd.decoding.models import ModelError, check_pair, gguf_folder, info, load, parse_spec, pull_builtin, resolve
 from tests.tiny import make_model, write_gguf
 
 

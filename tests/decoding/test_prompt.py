@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from decoding.prompt import LINE_STEP, TEMPLATES, Budget, PromptBuilder, PromptError, detect_template
+from specd.decoding.prompt import LINE_STEP, TEMPLATES, Budget, PromptBuilder, PromptError, detect_template
 
 
 @pytest.fixture(scope="module")

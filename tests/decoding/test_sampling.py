@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 
-from decoding.verify import Sampler, accept_sampled
+from specd.decoding.verify import Sampler, accept_sampled
 
 V, K, N = 6, 3, 12_000
 

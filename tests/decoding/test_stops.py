@@ -7,7 +7,7 @@ import time
 import pytest
 from transformers import AutoTokenizer
 
-from decoding.stops import Stopper, StopRules
+from specd.decoding.stops import Stopper, StopRules
 
 
 @pytest.fixture(scope="module")

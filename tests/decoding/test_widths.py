@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from decoding.forward import prefill, step
-from decoding.kvcache import KVCache
-from decoding.prompt import Budget
-from decoding.widths import smallest_equivalent_width
+from specd.decoding.forward import prefill, step
+from specd.decoding.kvcache import KVCache
+from specd.decoding.prompt import Budget
+from specd.decoding.widths import smallest_equivalent_width
 from tests.conftest import tiny_engine
 
 

@@ -8,9 +8,9 @@ import pytest
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from lsp.context import PositionError, cursor_at
-from lsp.postprocess import clean
-from lsp.typed import Shown, rest_after_typing
+from specd.lsp.context import PositionError, cursor_at
+from specd.lsp.postprocess import clean
+from specd.lsp.typed import Shown, rest_after_typing
 
 
 def cursor(text: str, line: int, character: int, multiline: str = "auto"):
@@ -92,8 +92,8 @@ def test_typed_through_rest():
 
 def test_a_typed_through_rest_still_replaces_the_rest_of_the_line():
     """`a, b)` shown before `)`: typing `a` leaves `, b)`, which must still replace the `)`."""
-    from daemon.config import Config
-    from lsp.suggest import Suggester
+    from specd.daemon.config import Config
+    from specd.lsp.suggest import Suggester
 
     c0 = cursor("x = f()\n", 0, 6)
     suggestion = clean("a, b)", c0, "end_of_line")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp.replay import Replay, cut, replay, specd_command
+from specd.lsp.replay import Replay, cut, replay, specd_command
 
 SOURCE = "def area(width, height):\n    return width * height\n\n\ndef perimeter(width, height):\n    return 2 * (width + height)\n"
 

@@ -12,7 +12,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.client import LanguageClient
 
-from lsp.replay import specd_command
+from specd.lsp.replay import specd_command
 
 PY = "def parse(self, value):\n    return value.strip()\n\n\ndef render(self, value):\n    "
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from daemon.config import Config
-from daemon.runtime import build_engine
-from decoding.convert import is_converted
-from decoding.engine import CompletionRequest
-from decoding.forward import prefill, step
-from decoding.kvcache import KVCache
+from specd.daemon.config import Config
+from specd.daemon.runtime import build_engine
+from specd.decoding.convert import is_converted
+from specd.decoding.engine import CompletionRequest
+from specd.decoding.forward import prefill, step
+from specd.decoding.kvcache import KVCache
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
