@@ -27,8 +27,8 @@ def user_errors() -> tuple[type[Exception], ...]:
     from specd.daemon.lifecycle import StartError
     from specd.daemon.paths import SetupError
 
-    engine_errors = [("specd.decoding.engine", "RequestError"), ("specd.decoding.fetch", "ChunkError"),
-                     ("specd.decoding.models", "ModelError"), ("specd.decoding.prompt", "PromptError")]
+    engine_errors = [("specd.decoding.engine", "RequestError"), ("specd.models.fetch", "ChunkError"),
+                     ("specd.decoding.loaded", "ModelError"), ("specd.decoding.prompt", "PromptError")]
     return (ConfigError, UsageError, SetupError, StartError, NotRunning, DaemonError,
             *(getattr(sys.modules[module], name) for module, name in engine_errors if module in sys.modules))
 
@@ -85,8 +85,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def cmd_models(args) -> int:
-    from specd.decoding.manifest import BUILTIN_BY_NAME
-    from specd.decoding.models import info, parse_spec, pull_builtin
+    from specd.models.info import info
+    from specd.models.manifest import BUILTIN_BY_NAME
+    from specd.models.resolve import pull_builtin
+    from specd.models.specs import parse_spec
 
     config = load_config(args.config)
     cache = config.cache_dir()
@@ -96,7 +98,7 @@ def cmd_models(args) -> int:
             parsed = parse_spec(spec, role) if spec != "none" else None
             if parsed is not None and parsed.kind == "builtin":
                 started = time.perf_counter()
-                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache)
+                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=lambda line: print(line, file=sys.stderr))
                 print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
     print(f"{'role':7} {'converted':9} {'size':>9} {'params':>8} {'dtype':6} spec -> folder")
     for role in ("target", "draft"):

@@ -84,7 +84,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     lsp: Lsp = Lsp()
 
     def cache_dir(self) -> Path:
-        from specd.decoding.models import default_cache_dir
+        from specd.models.specs import default_cache_dir
 
         return Path(self.models.cache_dir).expanduser() if self.models.cache_dir else default_cache_dir()
 

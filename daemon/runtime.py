@@ -10,7 +10,9 @@ from typing import Callable
 from specd.daemon.config import Config
 from specd.daemon.protocol import Drafter
 from specd.decoding.engine import DRAFTERS, Engine
-from specd.decoding.models import LoadedModel, load, parse_spec, quantize_int8
+from specd.decoding.loaded import LoadedModel
+from specd.models.load import load, quantize_int8
+from specd.models.specs import parse_spec
 
 log = logging.getLogger("specd")
 assert set(Drafter.__args__) == set(DRAFTERS), "the config, the protocol and the engine name the same drafters"
@@ -21,11 +23,11 @@ def load_models(config: Config, pull: bool = False,
     m = config.models
     started = time.perf_counter()
     progress(f"loading target {m.target}")
-    target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull)
+    target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress)
     draft = None
     if m.draft != "none":
         progress(f"loading draft {m.draft}")
-        draft = load(parse_spec(m.draft, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull)
+        draft = load(parse_spec(m.draft, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress)
         if m.draft_quantize == "int8" or (m.draft_quantize == "auto" and draft.device.type == "cpu"):
             draft = quantize_int8(draft)
     progress(f"models loaded in {time.perf_counter() - started:.1f} s: target {target.spec}, draft "

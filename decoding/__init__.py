@@ -1,1 +1,2 @@
-"""specd's engine: models, prompts, KV cache, drafters, verification and the decode loop."""
+"""specd's engine, pure computation: prompts, KV cache, drafters, verification and the decode
+loop, over the models specd.models loads."""

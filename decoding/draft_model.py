@@ -26,7 +26,7 @@ import torch
 from specd.decoding.drafter import DraftJob, Pacing, Proposal
 from specd.decoding.forward import draft_step, prefill
 from specd.decoding.kvcache import KVCache
-from specd.decoding.models import LoadedModel
+from specd.decoding.loaded import LoadedModel
 from specd.decoding.prompt import Prompt
 from specd.decoding.verify import Sampler
 

@@ -20,7 +20,7 @@ from specd.decoding.drafter import DraftJob, Drafter, HybridDrafter, NoDrafter, 
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.lookup import LookupDrafter
-from specd.decoding.models import LoadedModel, check_pair
+from specd.decoding.loaded import LoadedModel, check_pair
 from specd.decoding.prompt import Budget, Prompt, PromptBuilder, detect_template
 from specd.decoding.stats import Stats, Step
 from specd.decoding.stops import Stopper, StopRules

@@ -33,7 +33,8 @@ def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None 
                 dtype: str = "auto", **settings):
     """An engine on tiny models, loaded through the same code as the built-in pair."""
     from specd.decoding.engine import Engine, EngineSettings
-    from specd.decoding.models import load, parse_spec
+    from specd.models.load import load
+    from specd.models.specs import parse_spec
     from specd.decoding.prompt import Budget
 
     cache = cache_dir or target.parent / "cache"

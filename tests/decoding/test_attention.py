@@ -9,7 +9,8 @@ import torch
 from specd.decoding import attention
 from specd.decoding.bench import stock_attention
 from specd.decoding.kvcache import KVCache
-from specd.decoding.models import load, parse_spec
+from specd.models.load import load
+from specd.models.specs import parse_spec
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import torch
 
 from specd.daemon.config import Config
 from specd.daemon.runtime import build_engine
-from specd.decoding.convert import is_converted
 from specd.decoding.engine import CompletionRequest
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
+from specd.models.convert import is_converted
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]

