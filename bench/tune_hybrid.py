@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specd.daemon.bench_cli import read_cases  # noqa: E402
+from specd.daemon.bench_engine import read_cases  # noqa: E402
 from specd.daemon.config import load_config  # noqa: E402
 from specd.daemon.runtime import build_engine  # noqa: E402
 from specd.decoding.draft_model import ModelDrafter  # noqa: E402

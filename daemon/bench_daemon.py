@@ -13,41 +13,34 @@ and typed back. Every part uses its own document name, so each starts with a col
 from __future__ import annotations
 
 import asyncio
-import json
-import textwrap
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 from specd.daemon import protocol
 from specd.daemon.client import Client, new_request_id
-from specd.daemon.config import Config, load_config
-from specd.daemon.tracing import percentile
+from specd.daemon.config import Config
+from specd.daemon.cursor import cut_at
+from specd.daemon.figures import percentile
 
 
-def add_bench_daemon_parser(sub) -> None:
-    p = sub.add_parser("bench-daemon", help="against a running daemon: edit reuse, cancel latency, a burst "
-                                            "with and without newest-wins")
-    p.add_argument("--file", type=Path, default=Path(textwrap.__file__),
-                   help="the document (default: the standard library's textwrap.py)")
-    p.add_argument("--at", help="LINE:COL where typing starts (default: the start of the middle line)")
-    p.add_argument("--burst", type=int, default=50, help="keystrokes in the burst (default 50)")
-    p.add_argument("--interval-ms", type=float, default=30.0, help="between keystrokes (default 30)")
-    p.add_argument("--max-tokens", type=int, default=16, help="per completion (default 16)")
-    p.add_argument("--cancels", type=int, default=5, help="long requests to cancel (default 5)")
-    p.add_argument("--json", type=Path, help="write the results here")
-    p.set_defaults(run=cmd_bench_daemon)
+@dataclass(frozen=True)
+class DaemonBench:
+    """What `specd bench-daemon` runs, as its settings say in the results."""
+    file: str
+    at: str | None
+    burst: int = 50            # keystrokes in the burst
+    interval_ms: float = 30.0  # between keystrokes
+    max_tokens: int = 16       # per completion
+    cancels: int = 5           # long requests to cancel, in prefill and in decoding each
 
 
 class Document:
     """The file cut at the cursor, with the next `typed` characters taken out to be typed back."""
 
-    def __init__(self, path: Path, at: str | None, typed: int):
-        from specd.daemon.cli import read_cursor
-
-        if at is None:
-            lines = path.read_text().splitlines(keepends=True)
-            at = f"{len(lines) // 2 + 1}:1"
-        self.uri, prefix, suffix = read_cursor(str(path), at)
+    def __init__(self, uri: str, text: str, at: str | None, typed: int):
+        """`at` None: the start of the middle line."""
+        prefix, suffix = cut_at(text, at or f"{len(text.splitlines()) // 2 + 1}:1")
+        self.uri = uri
         self.before, self.future, self.after = prefix, suffix[:typed], suffix[typed:]
 
     def message(self, name: str, typed: int, max_tokens: int, supersede: bool = True) -> protocol.Complete:
@@ -85,7 +78,7 @@ async def cancels(client: Client, messages: list[protocol.Complete]) -> dict:
     latencies, finished_first = [], 0
     for i, message in enumerate(messages):
         task = asyncio.ensure_future(client.complete(message))
-        await until_running(client, message.id, task)
+        await until_running(client, message.id, reply=task)
         await asyncio.sleep(0.1 * i)                                    # at different points
         started = time.perf_counter()
         await client.cancel(message.id)
@@ -98,12 +91,19 @@ async def cancels(client: Client, messages: list[protocol.Complete]) -> dict:
             "p50_ms": percentile(latencies, 50), "max_ms": max(latencies, default=None)}
 
 
-async def until_running(client: Client, request_id: int, task: asyncio.Future) -> None:
-    while not task.done():
+async def until_running(client: Client, request_id: int, passes: int = 1, reply: asyncio.Future | None = None,
+                        timeout_s: float = 120.0) -> protocol.Status | None:
+    """The daemon's status once it runs `request_id` and has made `passes` forward passes for it;
+    None if `reply` (the task awaiting the request) is done first."""
+    deadline = time.monotonic() + timeout_s
+    while reply is None or not reply.done():
         status = await client.status()
-        if any(a.id == request_id and a.state == "running" and a.passes for a in status.active):
-            return
+        if any(a.id == request_id and a.state == "running" and a.passes >= passes for a in status.active):
+            return status
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"request {request_id} did not run within {timeout_s:.0f} s")
         await asyncio.sleep(0.005)
+    return None
 
 
 async def burst(client: Client, doc: Document, run: str, n: int, interval_ms: float, max_tokens: int,
@@ -125,51 +125,19 @@ async def burst(client: Client, doc: Document, run: str, n: int, interval_ms: fl
             "model_ms": sum(r.stats.total_ms for r in replies), "last_text": replies[-1].text}
 
 
-async def run_bench(args, config: Config) -> dict:
-    doc = Document(args.file, args.at, args.burst)
+async def run_bench_daemon(config: Config, doc: Document, plan: DaemonBench) -> dict:
     client = await Client.connect(config)
     run = f"bench-{int(time.time())}"
     try:
         status = await client.status()
-        result = {"settings": {"file": str(args.file), "at": args.at, "max_tokens": args.max_tokens,
-                               "burst": args.burst, "interval_ms": args.interval_ms, "target": status.target,
+        result = {"settings": {"file": plan.file, "at": plan.at, "max_tokens": plan.max_tokens,
+                               "burst": plan.burst, "interval_ms": plan.interval_ms, "target": status.target,
                                "draft": status.draft, "device": status.device, "dtype": status.dtype}}
-        result["edit"] = await edit_reuse(client, doc, run, args.max_tokens)
-        result["cancel"] = await cancel_latency(client, doc, run, config, args.cancels)
+        result["edit"] = await edit_reuse(client, doc, run, plan.max_tokens)
+        result["cancel"] = await cancel_latency(client, doc, run, config, plan.cancels)
         result["burst"] = {
-            "newest_wins": await burst(client, doc, run, args.burst, args.interval_ms, args.max_tokens, True),
-            "all_served": await burst(client, doc, run, args.burst, args.interval_ms, args.max_tokens, False)}
+            "newest_wins": await burst(client, doc, run, plan.burst, plan.interval_ms, plan.max_tokens, True),
+            "all_served": await burst(client, doc, run, plan.burst, plan.interval_ms, plan.max_tokens, False)}
     finally:
         await client.close()
     return result
-
-
-def cmd_bench_daemon(args) -> int:
-    result = asyncio.run(run_bench(args, load_config(args.config)))
-    print_report(result)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1))
-    return 0
-
-
-def print_report(r: dict) -> None:
-    e, c, b = r["edit"], r["cancel"], r["burst"]
-    ms = lambda x: "-" if x is None else f"{x:.0f} ms"  # noqa: E731
-    s = r["settings"]
-    print(f"target {s['target']}, draft {s['draft']} on {s['device']} ({s['dtype']}); max_tokens {s['max_tokens']}")
-    print(f"cold request        {ms(e['cold_ms']):>9}  ({e['cold_prompt_tokens']} prompt tokens, "
-          f"{e['cold_prefilled_tokens']} prefilled)")
-    print(f"one-character edit  {ms(e['edit_ms']):>9}  ({e['edit_reused_tokens']} reused, "
-          f"{e['edit_prefilled_tokens']} prefilled; {e['speedup']:.1f}x the cold request's speed)")
-    for phase in ("prefill", "decoding"):
-        p = c[phase]
-        print(f"cancel in {phase:9} p50 {ms(p['p50_ms'])}, max {ms(p['max_ms'])} over {p['cancelled']} cancels"
-              + (f" ({p['finished_before_the_cancel']} finished first)" if p["finished_before_the_cancel"] else ""))
-    n, w = b["newest_wins"], b["all_served"]
-    print(f"\nburst of {s['burst']} keystrokes, {s['interval_ms']:.0f} ms apart   newest-wins   all served")
-    for key, label in (("answered", "answered (done)"), ("cancelled", "cancelled")):
-        print(f"  {label:36}{n[key]:>12}{w[key]:>13}")
-    for key, label in (("total_ms", "total time"), ("last_ms", "last keystroke to its completion"),
-                       ("model_ms", "model time spent")):
-        print(f"  {label:36}{ms(n[key]):>12}{ms(w[key]):>13}")

@@ -1,11 +1,13 @@
 """The daemon's asyncio client: one connection, many requests in flight, replies matched by id.
 
-    client = await Client.connect(config, start=True)   # start a daemon if none answers
+    client = await Client.connect(config, launch=launch_daemon)   # start a daemon if none answers
     reply = await client.complete(protocol.Complete(id=new_request_id(), document=uri, text=text, cursor=i))
 
 An Error reply raises DaemonError. If the connection drops, every pending call raises
-ConnectionError (reconnect with start=True). Cancelling the task that awaits `complete` sends the
-daemon a Cancel for it. Importing this module does not import torch.
+ConnectionError (connect again). Cancelling the task that awaits `complete` sends the
+daemon a Cancel for it. Importing this module does not import torch. The launcher is passed in
+(`specd.daemon.lifecycle.launch_daemon`, which itself connects through this client): a coroutine
+awaited in the caller's loop.
 """
 
 from __future__ import annotations
@@ -13,16 +15,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from typing import Awaitable, Callable
 
 import msgspec
 
 from specd.daemon import protocol
 from specd.daemon.config import Config
 from specd.daemon.paths import Paths, SetupError, read_token
+from specd.decoding.errors import UserError
 
 log = logging.getLogger("specd.client")
 _ids = itertools.count(1)
 HANDSHAKE_TIMEOUT_S = 10.0   # a daemon answers at once (its model work is on another thread)
+# Starts a daemon for the config, giving up after the timeout (s), e.g. lifecycle.launch_daemon.
+Launcher = Callable[[Config, float], Awaitable[object]]
 
 
 def new_request_id() -> int:
@@ -30,7 +36,7 @@ def new_request_id() -> int:
     return next(_ids)
 
 
-class DaemonError(Exception):
+class DaemonError(UserError):
     """The daemon answered a request with an Error."""
 
     def __init__(self, code: str, message: str):
@@ -38,8 +44,8 @@ class DaemonError(Exception):
         self.code, self.message = code, message
 
 
-class NotRunning(ConnectionError):
-    """No daemon answers where the config says it listens (or, with start=True, none could start)."""
+class NotRunning(ConnectionError, UserError):
+    """No daemon answers where the config says it listens (or, given a launcher, none could start)."""
 
 
 class Client:
@@ -51,19 +57,17 @@ class Client:
         self._replies = asyncio.create_task(self._read_replies(), name="specd-client-replies")
 
     @classmethod
-    async def connect(cls, config: Config, start: bool = False, timeout: float = 120.0) -> Client:
+    async def connect(cls, config: Config, launch: Launcher | None = None, timeout: float = 120.0) -> Client:
         """Connect to the daemon (its Unix socket, else its loopback TCP port when configured).
-        start=True: if none answers, start one as `specd start` does, and wait for it."""
+        If none answers and `launch` is given, start one with it and wait for it."""
         try:
             return await asyncio.wait_for(cls._open(config), timeout)
         except ConnectionError:
-            if not start:
+            if launch is None:
                 raise
-        from specd.daemon.lifecycle import StartError, start_daemon
-
         try:
-            await asyncio.wait_for(asyncio.to_thread(start_daemon, config, log.info, timeout), timeout)
-        except (StartError, SetupError) as error:
+            await launch(config, timeout)
+        except UserError as error:
             raise NotRunning(f"cannot start the specd daemon: {error}") from None
         return await asyncio.wait_for(cls._open(config), timeout)
 

@@ -15,12 +15,13 @@ from typing import Literal
 import msgspec
 
 from specd.daemon.protocol import Drafter  # the engine's drafter names; runtime.py checks they agree
+from specd.decoding.errors import UserError
 
 # No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
 # engine's modules are imported only where an engine is built.
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """The configuration file cannot be read or is invalid; the message names the key."""
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from specd.daemon.tracing import TraceRecord, percentile
+from specd.daemon.figures import percentile
+from specd.daemon.tracing import TraceRecord
 
 WINDOW = 1000  # latency percentiles cover this many recent completions
 

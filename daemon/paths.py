@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specd.daemon.config import Config
+from specd.decoding.errors import UserError
 
 SOCKET_NAME = "specd.sock"
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, with the terminating NUL
 
 
-class SetupError(Exception):
+class SetupError(UserError):
     """The daemon's files or folders cannot be used safely; the message says which and why."""
 
 

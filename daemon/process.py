@@ -23,6 +23,7 @@ import msgspec
 
 from specd.daemon.config import Config
 from specd.daemon.paths import Paths, SetupError, private_dir, private_file, read_token, rotate, socket_dir
+from specd.decoding.errors import UserError
 
 log = logging.getLogger("specd")
 LOCK_TRIES = 20  # a `specd status` may hold the pid file's lock for an instant while it reads it
@@ -128,8 +129,7 @@ def run_daemon(config: Config, ready_fd: int | None) -> int:
 
 
 def serve(config: Config, paths: Paths, notes: Notes) -> int:
-    from specd.daemon.cli import user_errors
-    from specd.daemon.runtime import build_engine
+    from specd.daemon.runtime import build_engine  # torch: only the daemon itself loads it
     from specd.daemon.server import Server
 
     try:
@@ -139,7 +139,7 @@ def serve(config: Config, paths: Paths, notes: Notes) -> int:
         paths.socket.unlink(missing_ok=True)   # a dead daemon's: we hold the lock
         token = read_token(paths.token, make=True) if config.daemon.tcp_port else None
         engine = build_engine(config, progress=lambda line: notes.send("progress", line))
-    except (SetupError, OSError, *user_errors()) as error:
+    except (OSError, UserError) as error:
         notes.send("error", str(error))
         return 1
     except Exception as error:  # a bug while loading: say so to the starter too, with the trace in the log

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from html import escape
 
-from specd.daemon.trace_cli import summary
-from specd.daemon.tracing import TraceRecord, percentile
+from specd.daemon.figures import percentile
+from specd.daemon.trace_report import summary
+from specd.daemon.tracing import TraceRecord
 
 COLORS = {"queue": "#b0b0b0", "tokenize": "#8e6bbf", "prefill": "#e0a030", "draft": "#5aa0d8",
           "verify": "#2f6db0", "other": "#d8d8d8", "reply": "#70b070"}

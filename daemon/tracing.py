@@ -99,13 +99,3 @@ def read_trace(path: Path) -> list[TraceRecord]:
                 continue
     return records
 
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0..100) by linear interpolation; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -17,6 +17,7 @@ import torch
 from specd.decoding.cachepool import CachePool, Slot
 from specd.decoding.draft_model import ModelDrafter, window_capacity
 from specd.decoding.drafter import DraftJob, Drafter, HybridDrafter, NoDrafter, Proposal
+from specd.decoding.errors import UserError
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.lookup import LookupDrafter
@@ -30,7 +31,7 @@ from specd.decoding.widths import smallest_equivalent_width
 DRAFTERS = ("none", "lookup", "draft", "hybrid")
 
 
-class RequestError(Exception):
+class RequestError(UserError):
     """A request the engine cannot serve as asked (an unknown drafter, a bad limit)."""
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specd.decoding.errors import UserError
+
 LINE_STEP = 32
 
 
@@ -54,7 +56,7 @@ TEMPLATES = {
 }
 
 
-class PromptError(Exception):
+class PromptError(UserError):
     """The tokenizer fits no known fill-in-the-middle template."""
 
 

@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
+from specd.daemon.cursor import PositionError
+
 # A line that opens a block: multi-line completion is wanted on the empty line after it.
 BLOCK_OPENER = re.compile(r"""(:|\{|\(|\[|=>|->|\bdo|\bthen|\belse|\bbegin)\s*(#.*|//.*|--.*)?$""")
 MAX_EXTRA_CHARS = 64_000  # per other document: enough for lookup, bounded for the socket
-
-
-class PositionError(ValueError):
-    """The request names a position the document does not have."""
 
 
 @dataclass(frozen=True)

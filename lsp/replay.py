@@ -9,7 +9,6 @@ completion request, and cancels the previous request if it is still pending, as 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import time
 import uuid
@@ -18,6 +17,9 @@ from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+
+from specd.daemon.cursor import PositionError, cut_at
+from specd.daemon.figures import percentile
 
 
 @dataclass
@@ -31,48 +33,46 @@ class Sent:
 
 @dataclass(frozen=True)
 class Replay:
-    file: Path
-    line: int                     # 1-based
-    column: int                   # 1-based
-    chars: int
+    file: Path                    # its uri and language; its text is cut in three:
+    before: str                   # the text before the cursor
+    typed: str                    # what is typed, one key at a time
+    after: str                    # what follows it
     cps: float = 10.0
     reuse: bool = True
     cancel: bool = True
     timeout_s: float = 300.0
 
+    @classmethod
+    def of(cls, file: Path, text: str, at: str, chars: int, **options) -> Replay:
+        """Type the `chars` characters that follow LINE:COL `at` in `text`."""
+        before, rest = cut_at(text, at)
+        if chars > len(rest):
+            raise PositionError(f"only {len(rest)} characters follow {at}")
+        return cls(file, before, rest[:chars], rest[chars:], **options)
+
 
 @dataclass
 class Outcome:
+    uri: str
+    started: float                # unix time of the first keystroke
+    ended: float = 0.0            # unix time once typing is over and answered
     sent: list[Sent] = field(default_factory=list)
     model_ms: dict[str, float] = field(default_factory=dict)  # per daemon outcome, from its trace
 
     def report(self) -> dict:
         answered = [s for s in self.sent if s.answered_at is not None and s.text.strip()]
-        latencies = sorted((s.answered_at - s.at) * 1e3 for s in answered)
+        latencies = [(s.answered_at - s.at) * 1e3 for s in answered]
         matched = [s for s in answered if _first_line_matches(s.text, s.truth)]
         return {
             "sent": len(self.sent), "answered": len(answered),
             "answered_share": round(len(answered) / len(self.sent), 3) if self.sent else None,
-            "p50_ms": round(_percentile(latencies, 50), 1) if latencies else None,
-            "p95_ms": round(_percentile(latencies, 95), 1) if latencies else None,
+            "p50_ms": round(percentile(latencies, 50), 1) if latencies else None,
+            "p95_ms": round(percentile(latencies, 95), 1) if latencies else None,
             "match_rate": round(len(matched) / len(answered), 3) if answered else None,
             "cancelled_by_client": sum(s.cancelled for s in self.sent),
             "model_s_cancelled": round(self.model_ms.get("cancelled", 0.0) / 1e3, 2),
             "model_s_done": round(self.model_ms.get("done", 0.0) / 1e3, 2),
         }
-
-
-def model_time(trace: Path, since: float, document: str) -> dict[str, float]:
-    """Model time (ms) the daemon spent on `document`'s requests received after `since` (unix
-    time), per outcome: what cancelled requests cost is what typing made the model throw away."""
-    from specd.daemon.tracing import read_trace
-
-    out: dict[str, float] = {}
-    for r in read_trace(trace):
-        if r.document == document and r.received_at >= since:
-            busy = r.tokenize_ms + r.prefill_ms + r.draft_ms + r.verify_ms + r.other_ms
-            out[r.outcome] = out.get(r.outcome, 0.0) + busy
-    return out
 
 
 def _first_line_matches(suggestion: str, truth: str) -> bool:
@@ -81,40 +81,23 @@ def _first_line_matches(suggestion: str, truth: str) -> bool:
     return bool(first.strip()) and truth.split("\n", 1)[0].startswith(first)
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    return statistics.quantiles(sorted_values, n=100, method="inclusive")[int(q) - 1]
-
-
-def cut(text: str, line: int, column: int, chars: int) -> tuple[str, str, str]:
-    """(before the cursor, the characters to type, after them) for a 1-based LINE:COL."""
-    lines = text.splitlines(keepends=True)
-    if not 1 <= line <= len(lines) or column < 1 or column - 1 > len(lines[line - 1].rstrip("\n")):
-        raise ValueError(f"{line}:{column} is outside the file")
-    offset = sum(map(len, lines[: line - 1])) + column - 1
-    if offset + chars > len(text):
-        raise ValueError(f"only {len(text) - offset} characters follow {line}:{column}")
-    return text[:offset], text[offset:offset + chars], text[offset + chars:]
-
-
-async def replay(job: Replay, command: list[str], trace: Path, env: dict | None = None) -> Outcome:
-    before, typed, after = cut(job.file.read_text(), job.line, job.column, job.chars)
+async def replay(job: Replay, command: list[str], env: dict | None = None) -> Outcome:
+    """Type as `job` says into the server that `command` starts. What the daemon spent on the
+    requests (`Outcome.model_ms`) is for the caller to add from its trace: it is not the editor's."""
     client = LanguageClient("specd-replay", "0.1")
     await client.start_io(*command, env=env)
-    outcome = Outcome()
+    uri = job.file.resolve().as_uri()
     try:
         await client.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(),
             initialization_options={"reuse": job.reuse, "cancel": job.cancel}))
         client.initialized(types.InitializedParams())
-        uri = job.file.resolve().as_uri()
         client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
-            uri=uri, language_id=_language(job.file), version=1, text=before + after)))
-        started = time.time()
-        await _type(client, uri, job, before, typed, after, outcome)
-        await asyncio.sleep(0.5)  # the daemon writes a trace line just after each reply
-        outcome.model_ms = model_time(trace, started, uri)
+            uri=uri, language_id=_language(job.file), version=1, text=job.before + job.after)))
+        outcome = Outcome(uri, started=time.time())
+        await _type(client, uri, job, outcome)
+        await asyncio.sleep(0.5)  # the daemon's requests for it are answered by then
+        outcome.ended = time.time()
         await asyncio.wait_for(client.shutdown_async(None), 30)
         client.exit(None)
     finally:
@@ -122,10 +105,10 @@ async def replay(job: Replay, command: list[str], trace: Path, env: dict | None 
     return outcome
 
 
-async def _type(client, uri: str, job: Replay, before: str, typed: str, after: str, outcome: Outcome) -> None:
+async def _type(client, uri: str, job: Replay, outcome: Outcome) -> None:
     pending: list[tuple[str, asyncio.Future, Sent]] = []
-    line, character = _end_position(before)
-    for i, char in enumerate(typed):
+    line, character = _end_position(job.before)
+    for i, char in enumerate(job.typed):
         started = time.perf_counter()
         if job.cancel:
             for msg_id, future, sent in pending:
@@ -137,7 +120,7 @@ async def _type(client, uri: str, job: Replay, before: str, typed: str, after: s
             types.VersionedTextDocumentIdentifier(uri=uri, version=i + 2),
             [types.TextDocumentContentChangePartial(range=types.Range(position, position), text=char)]))
         line, character = (line + 1, 0) if char == "\n" else (line, character + _utf16_units(char))
-        sent = Sent(started, typed[i + 1:] + after)
+        sent = Sent(started, job.typed[i + 1:] + job.after)
         msg_id = str(uuid.uuid4())
         future = client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionParams(
             context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),

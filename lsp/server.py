@@ -15,11 +15,12 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
+from specd.daemon.client import DaemonError, Launcher
 from specd.daemon.config import Config
-from specd.lsp.context import Cursor, PositionError, cursor_at
+from specd.daemon.cursor import PositionError
+from specd.lsp.context import Cursor, cursor_at
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.protocol import SpecdProtocol
-from specd.daemon.client import DaemonError
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 
 log = logging.getLogger("specd.lsp")
@@ -27,10 +28,10 @@ VERSION = "0.1.0"
 
 
 class SpecdServer(LanguageServer):
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, launch: Launcher):
         super().__init__("specd", VERSION, protocol_cls=SpecdProtocol)
         self.config = config
-        self.suggester = Suggester(config, self)
+        self.suggester = Suggester(config, self, launch)
         self.recent: list[str] = []  # document uris, most recently edited first
 
     def touched(self, uri: str) -> None:
@@ -71,8 +72,8 @@ async def suggest_or_fail(ls: SpecdServer, uri: str, cursor: Cursor) -> Suggesti
         raise RequestFailed(message=str(error), code=RequestFailed.CODE) from None
 
 
-def make_server(config: Config) -> SpecdServer:
-    server = SpecdServer(config)
+def make_server(config: Config, launch: Launcher) -> SpecdServer:
+    server = SpecdServer(config, launch)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: SpecdServer, params: types.InitializeParams) -> None:
@@ -125,12 +126,10 @@ def make_server(config: Config) -> SpecdServer:
     return server
 
 
-def serve(config: Config, tcp: str | None = None) -> None:
-    server = make_server(config)
+def serve(config: Config, launch: Launcher, tcp: tuple[str, int] | None = None) -> None:
+    """Serve on stdio (or on `tcp`, a loopback host and port); `launch` starts the daemon when none answers."""
+    server = make_server(config, launch)
     if tcp:
-        host, _, port = tcp.rpartition(":")
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError(f"--tcp listens on loopback only, not {host!r}")
-        server.start_tcp(host, int(port))
+        server.start_tcp(*tcp)
     else:
         server.start_io()

@@ -14,7 +14,7 @@ import logging
 from pygls.exceptions import JsonRpcInvalidParams
 
 from specd.daemon import protocol
-from specd.daemon.client import Client, DaemonError, new_request_id
+from specd.daemon.client import Client, DaemonError, Launcher, new_request_id
 from specd.daemon.config import Config
 from specd.lsp.context import Cursor, other_documents
 from specd.lsp.postprocess import Suggestion, clean
@@ -28,8 +28,8 @@ class DaemonUnavailable(Exception):
 
 
 class Suggester:
-    def __init__(self, config: Config, server):
-        self.config, self.server = config, server
+    def __init__(self, config: Config, server, launch: Launcher):
+        self.config, self.server, self.launch = config, server, launch
         self.client: Client | None = None
         self.connecting = asyncio.Lock()
         self.newest: dict[str, asyncio.Event] = {}  # per document: set when superseded
@@ -62,7 +62,7 @@ class Suggester:
         async with self.connecting:
             if self.client is None:
                 try:
-                    self.client = await Client.connect(self.config, start=True)
+                    self.client = await Client.connect(self.config, launch=self.launch)
                 except (OSError, DaemonError, TimeoutError) as error:
                     raise DaemonUnavailable(f"specd daemon unavailable: {error}") from None
             return self.client

@@ -9,9 +9,11 @@ import socket
 import pytest
 
 from specd.daemon import protocol
+from specd.daemon.bench_daemon import until_running  # noqa: F401 (for the tests here)
 from specd.daemon.client import Client, new_request_id
 from specd.daemon.tracing import TraceRecord
 from tests.homes import LONG_TEXT, Home, make_home  # noqa: F401 (LONG_TEXT: for the tests here)
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -59,16 +61,6 @@ def fresh_home(tmp_path_factory, tiny_target, tiny_draft, monkeypatch):
 def long_request(document: str, **fields) -> protocol.Complete:
     fields = {"prefix": LONG_TEXT, "suffix": "", "max_tokens": 256, "drafter": "none", **fields}
     return protocol.Complete(id=new_request_id(), document=document, **fields)
-
-
-async def until_running(client: Client, request_id: int, passes: int = 1) -> protocol.Status:
-    """Wait until the daemon runs `request_id` and has made `passes` forward passes for it."""
-    for _ in range(20000):
-        status = await client.status()
-        if any(a.id == request_id and a.state == "running" and a.passes >= passes for a in status.active):
-            return status
-        await asyncio.sleep(0.002)
-    raise AssertionError(f"request {request_id} never ran")
 
 
 async def trace_of(home: Home, document: str, count: int = 1) -> list[TraceRecord]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from specd.daemon.client import Client, NotRunning
+from specd.daemon.lifecycle import launch_daemon
 from specd.daemon.paths import SetupError, private_dir
 from specd.daemon.process import lock_holder
 from tests.daemon.conftest import long_request, until_running
@@ -70,7 +71,7 @@ def daemon_processes(home) -> list[int]:
 async def test_two_starters_at_once_share_one_daemon_and_connect_can_start_it(fresh_home):
     home = fresh_home
     cli, client = await asyncio.gather(asyncio.to_thread(home.specd, "start"),
-                                       Client.connect(home.config(), start=True, timeout=300))
+                                       Client.connect(home.config(), launch=launch_daemon, timeout=300))
     assert cli.returncode == 0, cli.stderr
     pid = lock_holder(home.paths().pid)
     assert client.welcome.pid == pid and f"(pid {pid}," in cli.stdout, "both found the same daemon"
@@ -100,7 +101,7 @@ async def test_a_start_that_fails_says_why(fresh_home, tiny_draft, problem):
         assert result.returncode != 0
         assert reason in result.stderr, f"the reason is said: {result.stderr}"
         with pytest.raises(NotRunning, match=re.escape(reason)):   # what an editor's server is told
-            await Client.connect(home.config(), start=True, timeout=300)
+            await Client.connect(home.config(), launch=launch_daemon, timeout=300)
     paths = home.paths()
     assert not paths.socket.exists() and lock_holder(paths.pid) is None, "a failed start leaves nothing running"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specd.daemon.bench_cli import read_cases
+from specd.daemon.bench_engine import read_cases
 from specd.decoding.bench import Case, bench
 from specd.decoding.engine import RequestError
 from tests.conftest import tiny_engine

@@ -8,7 +8,8 @@ import pytest
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from specd.lsp.context import PositionError, cursor_at
+from specd.daemon.cursor import PositionError
+from specd.lsp.context import cursor_at
 from specd.lsp.postprocess import clean
 from specd.lsp.typed import Shown, rest_after_typing
 
@@ -98,7 +99,7 @@ def test_a_typed_through_rest_still_replaces_the_rest_of_the_line():
     c0 = cursor("x = f()\n", 0, 6)
     suggestion = clean("a, b)", c0, "end_of_line")
     assert suggestion.replaces_rest
-    suggester = Suggester(Config(), server=None)
+    suggester = Suggester(Config(), server=None, launch=None)
     suggester.shown["u"] = Shown(c0.prefix, c0.suffix, suggestion.text, suggestion.replaces_rest)
     suggester._spawn = lambda coroutine: coroutine.close()  # no daemon here: skip the verification
     rest = asyncio.run(suggester.suggest("u", cursor("x = f(a)\n", 0, 7)))

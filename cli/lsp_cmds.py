@@ -1,4 +1,4 @@
-"""The LSP side of the `specd` command: `specd lsp` and `specd replay`."""
+"""`specd lsp` (the language server editors start) and `specd replay` (an editor played against it)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+
+from specd.cli.usage import UsageError, read_document
+from specd.daemon.config import load_config
+from specd.daemon.lifecycle import launch_daemon
+from specd.daemon.paths import Paths
+from specd.daemon.trace_report import model_time
+from specd.daemon.tracing import read_trace
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_parsers(sub) -> None:
@@ -31,34 +40,34 @@ def add_parsers(sub) -> None:
 
 
 def cmd_lsp(args) -> int:
-    from specd.daemon.config import load_config
-    from specd.lsp.server import serve
+    from specd.lsp.server import serve   # pygls: only this command loads it
 
-    serve(load_config(args.config), args.tcp)
+    config = load_config(args.config)
+    tcp = None
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if host not in LOOPBACK or not port.isdigit():
+            raise UsageError(f"--tcp wants HOST:PORT on loopback ({', '.join(LOOPBACK)}), not {args.tcp!r}")
+        tcp = (host, int(port))
+    serve(config, launch_daemon, tcp)
     return 0
 
 
 def cmd_replay(args) -> int:
-    from specd.daemon.config import load_config
-    from specd.daemon.paths import Paths
-    from specd.decoding.engine import RequestError
     from specd.lsp.replay import Replay, replay, specd_command
 
-    try:
-        line, column = (int(x) for x in args.at.split(":"))
-    except ValueError:
-        raise RequestError(f"--at wants LINE:COL, not {args.at!r}") from None
-    runs = {"replay": Replay(args.file, line, column, args.chars, args.cps, not args.no_reuse, not args.no_cancel)}
+    _, text = read_document(str(args.file))
+    runs = {"replay": Replay.of(args.file, text, args.at, args.chars, cps=args.cps, reuse=not args.no_reuse,
+                                cancel=not args.no_cancel)}
     if args.baseline:
-        runs["no-reuse-no-cancel"] = Replay(args.file, line, column, args.chars, args.cps, False, False)
+        runs["no-reuse-no-cancel"] = Replay.of(args.file, text, args.at, args.chars, cps=args.cps, reuse=False,
+                                               cancel=False)
     command = specd_command(args.config)
     trace = Paths.of(load_config(args.config)).trace
     report = {}
     for name, job in runs.items():
-        try:
-            outcome = asyncio.run(replay(job, command, trace))
-        except ValueError as error:  # the cut does not fit the file
-            raise RequestError(f"{args.file}: {error}") from None
+        outcome = asyncio.run(replay(job, command))
+        outcome.model_ms = model_time(read_trace(trace), outcome.uri, outcome.started, outcome.ended)
         report[name] = outcome.report()
         print(f"{name:20} {json.dumps(report[name])}", file=sys.stderr)
     if args.json:

@@ -1,44 +1,18 @@
-"""`specd trace`: where the time went, from the daemon's trace file.
+"""Where the time went, from the daemon's trace records (`specd trace`, `specd replay`).
 
-Percentiles per phase (of requests answered "done"), acceptance per drafter, cancellation counts
-by cause; `--html FILE` writes one self-contained page with a latency histogram and a waterfall of
-each request's phases (see trace_html.py).
+`summary`: percentiles per phase (of requests answered "done"), acceptance per drafter,
+cancellation counts by cause; trace_html.py draws the same records. `model_time`: what one
+document's requests cost the model, per outcome.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
-from specd.daemon.config import load_config
-from specd.daemon.paths import Paths
-from specd.daemon.tracing import PHASES, TraceRecord, percentile, read_trace
+from specd.daemon.figures import percentile
+from specd.daemon.tracing import PHASES, TraceRecord
 
 QUANTILES = (50, 90, 95, 99, 100)
-
-
-def add_trace_parser(sub) -> None:
-    p = sub.add_parser("trace", help="latency percentiles per phase, acceptance per drafter, cancellations")
-    p.add_argument("--file", type=Path, help="the trace (default: trace.jsonl in the state folder)")
-    p.add_argument("--last", type=int, help="only the last N requests")
-    p.add_argument("--html", type=Path, help="also write a self-contained page: histogram and waterfall")
-    p.set_defaults(run=cmd_trace)
-
-
-def cmd_trace(args) -> int:
-    from specd.daemon.cli import UsageError
-
-    path = args.file or Paths.of(load_config(args.config)).trace
-    records = read_trace(path)[-args.last:] if args.last else read_trace(path)
-    if not records:
-        raise UsageError(f"no trace records in {path} (is daemon.trace on, and has the daemon served requests?)")
-    print(summary(records))
-    if args.html:
-        from specd.daemon.trace_html import render_page
-
-        args.html.write_text(render_page(records, source=str(path)))
-        print(f"\nwrote {args.html}")
-    return 0
 
 
 def summary(records: list[TraceRecord]) -> str:
@@ -93,3 +67,15 @@ def acceptance_table(records: list[TraceRecord]) -> list[str]:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} ms"
+
+
+def model_time(records: list[TraceRecord], document: str, since: float, until: float) -> dict[str, float]:
+    """Model time (ms) spent on `document`'s requests received after `since` and answered by
+    `until` (unix times), per outcome: what cancelled requests cost is what typing made the model
+    throw away."""
+    out: dict[str, float] = {}
+    for r in records:
+        if r.document == document and since <= r.received_at and r.received_at + r.total_ms / 1e3 <= until:
+            busy = r.tokenize_ms + r.prefill_ms + r.draft_ms + r.verify_ms + r.other_ms
+            out[r.outcome] = out.get(r.outcome, 0.0) + busy
+    return out

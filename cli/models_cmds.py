@@ -1,0 +1,49 @@
+"""`specd models [list|pull]` and `specd config`: what the configuration names, and where it is."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from specd.daemon.config import load_config, render
+
+
+def add_parsers(sub) -> None:
+    models = sub.add_parser("models", help="list the configured models; `pull` fetches the built-in pair")
+    models.add_argument("action", nargs="?", choices=["list", "pull"], default="list")
+    models.set_defaults(run=cmd_models)
+    sub.add_parser("config", help="print the effective configuration").set_defaults(run=cmd_config)
+
+
+def cmd_models(args) -> int:
+    from specd.models.info import info
+    from specd.models.manifest import BUILTIN_BY_NAME
+    from specd.models.resolve import pull_builtin
+    from specd.models.specs import parse_spec
+
+    config = load_config(args.config)
+    cache = config.cache_dir()
+    if args.action == "pull":
+        for role in ("target", "draft"):
+            spec = getattr(config.models, role)
+            parsed = parse_spec(spec, role) if spec != "none" else None
+            if parsed is not None and parsed.kind == "builtin":
+                started = time.perf_counter()
+                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=lambda line: print(line, file=sys.stderr))
+                print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
+    print(f"{'role':7} {'converted':9} {'size':>9} {'params':>8} {'dtype':6} spec -> folder")
+    for role in ("target", "draft"):
+        spec = getattr(config.models, role)
+        if spec == "none":
+            print(f"{role:7} {'-':9} {'-':>9} {'-':>8} {'-':6} none")
+            continue
+        i = info(parse_spec(spec, role), cache)
+        params = f"{i.parameters / 1e9:.2f}B" if i.parameters else "-"
+        print(f"{role:7} {'yes' if i.converted else 'no':9} {i.bytes_on_disk / 2**30:>7.2f}GB "
+              f"{params:>8} {i.dtype or '-':6} {i.spec} -> {i.folder}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    print(render(load_config(args.config)), end="")
+    return 0
