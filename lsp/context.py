@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from lsprotocol import types
-from pygls.workspace import TextDocument
+from pygls.workspace import TextDocument, Workspace
 
 from specd.daemon.cursor import PositionError
 
@@ -60,14 +60,22 @@ def _wants_multiline(lines: list[str], line: int, content: str, mode: str) -> bo
     return bool(BLOCK_OPENER.search(previous))
 
 
-def other_documents(workspace, uri: str, recent: list[str], limit: int) -> list[tuple[str, str]]:
-    """Up to `limit` other open documents, most recently edited first, as (path, text)."""
-    out = []
+@dataclass(frozen=True)
+class Surroundings:
+    """What a request carries besides the cursor: the document's language and the other open
+    documents (as context and as lookup text)."""
+    language: str
+    others: tuple[tuple[str, str], ...] = ()   # (path, text), most recently edited first
+
+
+def surroundings(workspace: Workspace, uri: str, recent: list[str], limit: int) -> Surroundings:
+    """The document's language and up to `limit` other open documents, in `recent`'s order."""
+    others = []
     for other in recent:
+        if len(others) == limit:
+            break
         if other == uri or other not in workspace.text_documents:
             continue
         document = workspace.get_text_document(other)
-        out.append((document.path or other, document.source[-MAX_EXTRA_CHARS:]))
-        if len(out) == limit:
-            break
-    return out
+        others.append((document.path or other, document.source[-MAX_EXTRA_CHARS:]))
+    return Surroundings(workspace.get_text_document(uri).language_id or "", tuple(others))

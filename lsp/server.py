@@ -1,24 +1,24 @@
 """`specd lsp`: a pygls language server that brings the daemon's completions to editors.
 
-One feature per handler; the state lives on `SpecdServer`. Inline completion (LSP 3.18) gives ghost
-text; `textDocument/completion` serves clients without it. Requests are async, so a client's
-`$/cancelRequest` cancels the handler, which cancels the daemon request, and the client gets
-RequestCancelled (-32800).
+As in pygls's example servers: one module-level server, one feature per handler, the state on the
+`LanguageServer` subclass. Inline completion (LSP 3.18) gives ghost text; `textDocument/completion`
+serves clients without it. Requests are async, so a client's `$/cancelRequest` cancels the
+handler, which cancels the daemon request, and the client gets RequestCancelled (-32800).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
-from specd.daemon.client import DaemonError, Launcher
+from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
 from specd.daemon.cursor import PositionError
-from specd.lsp.context import Cursor, cursor_at
+from specd.lsp.context import Cursor, Surroundings, cursor_at, surroundings
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.protocol import SpecdProtocol
 from specd.lsp.suggest import DaemonUnavailable, Suggester
@@ -27,17 +27,35 @@ log = logging.getLogger("specd.lsp")
 VERSION = "0.1.0"
 
 
+class RequestFailed(JsonRpcException):
+    """LSP's RequestFailed: the request was valid but the daemon could not serve it."""
+    CODE = -32803
+    MESSAGE = "RequestFailed"
+
+
 class SpecdServer(LanguageServer):
-    def __init__(self, config: Config, launch: Launcher):
+    """All of the server's state: the configuration, the documents (pygls's workspace, and the
+    order they were edited in) and the suggester, which holds the daemon connection."""
+
+    def __init__(self):
         super().__init__("specd", VERSION, protocol_cls=SpecdProtocol)
-        self.config = config
-        self.suggester = Suggester(config, self, launch)
+        self.use(Config(), launch=None)
         self.recent: list[str] = []  # document uris, most recently edited first
+
+    def use(self, config: Config, launch: Launcher | None) -> None:
+        """Serve with `config`; `launch` starts the daemon when none answers (None: only connect)."""
+        self.config = config
+        self.suggester = Suggester(functools.partial(Client.connect, config, launch=launch))
 
     def touched(self, uri: str) -> None:
         if uri in self.recent:
             self.recent.remove(uri)
         self.recent.insert(0, uri)
+
+    def closed(self, uri: str) -> None:
+        if uri in self.recent:
+            self.recent.remove(uri)
+        self.suggester.forget(uri)
 
     def cursor(self, uri: str, position: types.Position) -> Cursor:
         """The request's cursor; an unknown document or a position outside it is the client's
@@ -49,6 +67,18 @@ class SpecdServer(LanguageServer):
         except PositionError as error:
             raise JsonRpcInvalidParams(str(error)) from None
 
+    def surroundings(self, uri: str) -> Surroundings:
+        return surroundings(self.workspace, uri, self.recent, self.config.lsp.extra_documents)
+
+    async def suggest(self, uri: str, position: types.Position) -> tuple[Cursor, Suggestion | None]:
+        """The cursor and what to suggest there; a daemon that cannot serve is RequestFailed."""
+        cursor = self.cursor(uri, position)
+        try:
+            return cursor, await self.suggester.suggest(uri, cursor, self.surroundings(uri))
+        except (DaemonUnavailable, DaemonError) as error:
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"specd: {error}"))
+            raise RequestFailed(message=str(error), code=RequestFailed.CODE) from None
+
     def reply_range(self, cursor: Cursor, suggestion: Suggestion, uri: str) -> types.Range:
         """Always a range: from the cursor, to the line's end where the suggestion replaces it."""
         start = types.Position(cursor.line, cursor.character)
@@ -58,77 +88,62 @@ class SpecdServer(LanguageServer):
         return types.Range(start, types.Position(cursor.line, cursor.character + codec.client_num_units(cursor.line_rest)))
 
 
-class RequestFailed(JsonRpcException):
-    """LSP's RequestFailed: the request was valid but the daemon could not serve it."""
-    CODE = -32803
-    MESSAGE = "RequestFailed"
+server = SpecdServer()
 
 
-async def suggest_or_fail(ls: SpecdServer, uri: str, cursor: Cursor) -> Suggestion | None:
-    try:
-        return await ls.suggester.suggest(uri, cursor)
-    except (DaemonUnavailable, DaemonError) as error:
-        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"specd: {error}"))
-        raise RequestFailed(message=str(error), code=RequestFailed.CODE) from None
+@server.feature(types.INITIALIZE)
+def initialize(ls: SpecdServer, params: types.InitializeParams) -> None:
+    ls.suggester.configure(params.initialization_options or {})
 
 
-def make_server(config: Config, launch: Launcher) -> SpecdServer:
-    server = SpecdServer(config, launch)
+@server.feature(types.INITIALIZED)
+def initialized(ls: SpecdServer, params: types.InitializedParams) -> None:
+    ls.suggester.warm_up()  # start (or find) the daemon while the editor settles
 
-    @server.feature(types.INITIALIZE)
-    def initialize(ls: SpecdServer, params: types.InitializeParams) -> None:
-        ls.suggester.configure(params.initialization_options or {})
 
-    @server.feature(types.INITIALIZED)
-    def initialized(ls: SpecdServer, params: types.InitializedParams) -> None:
-        ls.suggester.warm_up()  # start (or find) the daemon while the editor settles
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: SpecdServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.touched(params.text_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: SpecdServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.touched(params.text_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: SpecdServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.touched(params.text_document.uri)
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: SpecdServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.touched(params.text_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: SpecdServer, params: types.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        if uri in ls.recent:
-            ls.recent.remove(uri)
-        ls.suggester.forget(uri)
 
-    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
-    async def inline_completion(ls: SpecdServer, params: types.InlineCompletionParams):
-        uri = params.text_document.uri
-        cursor = ls.cursor(uri, params.position)
-        suggestion = await suggest_or_fail(ls, uri, cursor)
-        if suggestion is None:
-            return types.InlineCompletionList(items=[])
-        item = types.InlineCompletionItem(insert_text=suggestion.text, range=ls.reply_range(cursor, suggestion, uri))
-        return types.InlineCompletionList(items=[item])
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: SpecdServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.closed(params.text_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
-    async def completion(ls: SpecdServer, params: types.CompletionParams):
-        uri = params.text_document.uri
-        cursor = ls.cursor(uri, params.position)
-        suggestion = await suggest_or_fail(ls, uri, cursor)
-        if suggestion is None:
-            return types.CompletionList(is_incomplete=True, items=[])
-        first = suggestion.text.strip().split("\n", 1)[0]
-        item = types.CompletionItem(
-            label=first[:80] + ("…" if len(first) > 80 or "\n" in suggestion.text.strip() else ""),
-            kind=types.CompletionItemKind.Text, detail="specd", sort_text="0",
-            insert_text_format=types.InsertTextFormat.PlainText,
-            text_edit=types.TextEdit(ls.reply_range(cursor, suggestion, uri), suggestion.text))
-        return types.CompletionList(is_incomplete=True, items=[item])
 
-    return server
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline_completion(ls: SpecdServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    uri = params.text_document.uri
+    cursor, suggestion = await ls.suggest(uri, params.position)
+    if suggestion is None:
+        return types.InlineCompletionList(items=[])
+    item = types.InlineCompletionItem(insert_text=suggestion.text, range=ls.reply_range(cursor, suggestion, uri))
+    return types.InlineCompletionList(items=[item])
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
+async def completion(ls: SpecdServer, params: types.CompletionParams) -> types.CompletionList:
+    uri = params.text_document.uri
+    cursor, suggestion = await ls.suggest(uri, params.position)
+    if suggestion is None:
+        return types.CompletionList(is_incomplete=True, items=[])
+    first = suggestion.text.strip().split("\n", 1)[0]
+    item = types.CompletionItem(
+        label=first[:80] + ("…" if len(first) > 80 or "\n" in suggestion.text.strip() else ""),
+        kind=types.CompletionItemKind.Text, detail="specd", sort_text="0",
+        insert_text_format=types.InsertTextFormat.PlainText,
+        text_edit=types.TextEdit(ls.reply_range(cursor, suggestion, uri), suggestion.text))
+    return types.CompletionList(is_incomplete=True, items=[item])
 
 
 def serve(config: Config, launch: Launcher, tcp: tuple[str, int] | None = None) -> None:
     """Serve on stdio (or on `tcp`, a loopback host and port); `launch` starts the daemon when none answers."""
-    server = make_server(config, launch)
+    server.use(config, launch)
     if tcp:
         server.start_tcp(*tcp)
     else:

@@ -4,19 +4,22 @@ Clients differ in what they cancel. Neovim 0.12 sends `$/cancelRequest` only whe
 or a suggestion is accepted, never for a request that typing made stale, and shows a late answer
 at whatever the cursor is now. So a request that a newer one for the same document has made stale
 is answered here, at once, with nothing; its daemon request is superseded there by the newer one.
+
+The suggester owns the connection to the daemon and what it remembers per document (the newest
+request, the suggestion shown); the server owns the documents and passes in what a request needs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Awaitable, Callable
 
 from pygls.exceptions import JsonRpcInvalidParams
 
 from specd.daemon import protocol
-from specd.daemon.client import Client, DaemonError, Launcher, new_request_id
-from specd.daemon.config import Config
-from specd.lsp.context import Cursor, other_documents
+from specd.daemon.client import Client, DaemonError, new_request_id
+from specd.lsp.context import Cursor, Surroundings
 from specd.lsp.postprocess import Suggestion, clean
 from specd.lsp.typed import Shown, rest_after_typing
 
@@ -28,8 +31,8 @@ class DaemonUnavailable(Exception):
 
 
 class Suggester:
-    def __init__(self, config: Config, server, launch: Launcher):
-        self.config, self.server, self.launch = config, server, launch
+    def __init__(self, connect: Callable[[], Awaitable[Client]]):
+        self.connect = connect       # to the daemon, starting it if none answers
         self.client: Client | None = None
         self.connecting = asyncio.Lock()
         self.newest: dict[str, asyncio.Event] = {}  # per document: set when superseded
@@ -62,7 +65,7 @@ class Suggester:
         async with self.connecting:
             if self.client is None:
                 try:
-                    self.client = await Client.connect(self.config, launch=self.launch)
+                    self.client = await self.connect()
                 except (OSError, DaemonError, TimeoutError) as error:
                     raise DaemonUnavailable(f"specd daemon unavailable: {error}") from None
             return self.client
@@ -80,7 +83,7 @@ class Suggester:
                     raise DaemonUnavailable("the specd daemon went away twice in a row") from None
         raise AssertionError("unreachable")
 
-    async def suggest(self, uri: str, cursor: Cursor) -> Suggestion | None:
+    async def suggest(self, uri: str, cursor: Cursor, around: Surroundings) -> Suggestion | None:
         if self.cancel and (older := self.newest.get(uri)) is not None:
             older.set()  # the older request for this document answers nothing, now
         superseded = self.newest[uri] = asyncio.Event()
@@ -89,22 +92,20 @@ class Suggester:
             rest = rest_after_typing(shown, cursor) if self.reuse else None
             if rest is not None:  # typed through: answer now, verify in the background
                 self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest, shown.replaces_rest)
-                self._spawn(self._verify(uri, cursor, self.shown[uri]))
+                self._spawn(self._verify(uri, cursor, around, self.shown[uri]))
                 return Suggestion(rest, shown.replaces_rest)
-            request = self.request(uri, cursor)
+            request = self.request(uri, cursor, around)
             result = await (self._unless_superseded(request, superseded) if self.cancel else self.ask(request))
         finally:
             if self.newest.get(uri) is superseded:
                 del self.newest[uri]
         return self._accept(uri, cursor, result)
 
-    def request(self, uri: str, cursor: Cursor, hints: tuple[str, ...] = ()) -> protocol.Complete:
-        document = self.server.workspace.get_text_document(uri)
-        extras = other_documents(self.server.workspace, uri, self.server.recent, self.config.lsp.extra_documents)
+    def request(self, uri: str, cursor: Cursor, around: Surroundings, hints: tuple[str, ...] = ()) -> protocol.Complete:
         return protocol.Complete(
             id=new_request_id(), document=uri, prefix=cursor.prefix, suffix=cursor.suffix,
-            language=document.language_id or "", single_line=cursor.single_line,
-            extras=[protocol.Extra(path=path, text=text) for path, text in extras], hints=list(hints),
+            language=around.language, single_line=cursor.single_line,
+            extras=[protocol.Extra(path=path, text=text) for path, text in around.others], hints=list(hints),
             supersede=self.cancel, reuse=self.reuse)
 
     async def _unless_superseded(self, request: protocol.Complete,
@@ -134,10 +135,10 @@ class Suggester:
             self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text, suggestion.replaces_rest)
         return suggestion
 
-    async def _verify(self, uri: str, cursor: Cursor, shown: Shown) -> None:
+    async def _verify(self, uri: str, cursor: Cursor, around: Surroundings, shown: Shown) -> None:
         """The target's own continuation, with the typed-through rest as a lookup hint; it
         replaces the rest as what the next keystroke is checked against."""
-        result = await self.ask(self.request(uri, cursor, hints=(shown.text,)))
+        result = await self.ask(self.request(uri, cursor, around, hints=(shown.text,)))
         if self.shown.get(uri) is shown:  # nothing newer was shown meanwhile
             self._accept(uri, cursor, result)
 

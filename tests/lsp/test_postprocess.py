@@ -93,14 +93,17 @@ def test_typed_through_rest():
 
 def test_a_typed_through_rest_still_replaces_the_rest_of_the_line():
     """`a, b)` shown before `)`: typing `a` leaves `, b)`, which must still replace the `)`."""
-    from specd.daemon.config import Config
+    from specd.lsp.context import Surroundings
     from specd.lsp.suggest import Suggester
+
+    async def no_daemon():
+        raise AssertionError("a typed-through answer needs no daemon")
 
     c0 = cursor("x = f()\n", 0, 6)
     suggestion = clean("a, b)", c0, "end_of_line")
     assert suggestion.replaces_rest
-    suggester = Suggester(Config(), server=None, launch=None)
+    suggester = Suggester(connect=no_daemon)
     suggester.shown["u"] = Shown(c0.prefix, c0.suffix, suggestion.text, suggestion.replaces_rest)
     suggester._spawn = lambda coroutine: coroutine.close()  # no daemon here: skip the verification
-    rest = asyncio.run(suggester.suggest("u", cursor("x = f(a)\n", 0, 7)))
+    rest = asyncio.run(suggester.suggest("u", cursor("x = f(a)\n", 0, 7), Surroundings("python")))
     assert rest.text == ", b)" and rest.replaces_rest
