@@ -20,7 +20,7 @@ from specd.daemon.config import Config
 from specd.daemon.cursor import PositionError
 from specd.lsp.context import Cursor, Surroundings, cursor_at, surroundings
 from specd.lsp.postprocess import Suggestion
-from specd.lsp.protocol import SpecdProtocol
+from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 
 log = logging.getLogger("specd.lsp")
@@ -38,7 +38,7 @@ class SpecdServer(LanguageServer):
     order they were edited in) and the suggester, which holds the daemon connection."""
 
     def __init__(self):
-        super().__init__("specd", VERSION, protocol_cls=SpecdProtocol)
+        super().__init__("specd", VERSION, protocol_cls=AnsweringProtocol)
         self.use(Config(), launch=None)
         self.recent: list[str] = []  # document uris, most recently edited first
 

@@ -1,4 +1,4 @@
-"""pygls's protocol, with one fix: a request whose params do not fit their type is answered.
+"""pygls's JSON-RPC protocol, with one fix: a request whose params do not fit their type is answered.
 
 pygls logs such a request ("Unable to deserialize message") and drops it, so the client waits
 for a reply that never comes. Here it gets InvalidParams (-32602) saying what did not fit, e.g.
@@ -22,7 +22,7 @@ class Unreadable:
     reason: str
 
 
-class SpecdProtocol(LanguageServerProtocol):
+class AnsweringProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict):
         try:
             return super().structure_message(data)
