@@ -164,7 +164,7 @@ async def stop_daemon(config: Config) -> Stopped:
 
 async def _being_launched(paths: Paths) -> int | None:
     """The pid of a daemon that a starter is launching right now, once it has taken the pid file
-    (a second or so after the fork); None when no start is under way or it came to nothing."""
+    (soon after the fork); None when no start is under way or it came to nothing."""
     deadline = time.monotonic() + LAUNCH_WAIT_S
     while paths.launching.exists() and time.monotonic() < deadline:
         if (pid := lock_holder(paths.pid)) is not None:

@@ -9,7 +9,6 @@ handler, which cancels the daemon request, and the client gets RequestCancelled 
 from __future__ import annotations
 
 import functools
-import logging
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -19,11 +18,10 @@ from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
 from specd.daemon.cursor import PositionError
 from specd.lsp.context import Cursor, Surroundings, cursor_at, surroundings
-from specd.lsp.postprocess import Suggestion
 from specd.lsp.jsonrpc import AnsweringProtocol
+from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 
-log = logging.getLogger("specd.lsp")
 VERSION = "0.1.0"
 
 
