@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import torch
 
+from specd.decoding import graphs
 from specd.decoding.kvcache import KVCache
 
 
@@ -22,10 +23,12 @@ def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) 
     """Run `ids` after the cached tokens; return the logits of the last `keep` rows."""
     start = cache.positions()
     assert start == len(cache.tokens), f"cache holds {len(cache.tokens)} ids but {start} positions"
+    if (captured := graphs.replay(model, cache, ids, keep)) is not None:  # CUDA graphs: decoding/graphs.py
+        return captured
     device = model.device
     out = model(
         input_ids=torch.tensor([ids], device=device),                        # [1, S]
-        cache=cache.past,
+        **cache.argument(model),
         cache_position=torch.arange(start, start + len(ids), device=device),  # [S]
         use_cache=True,
         logits_to_keep=keep,

@@ -10,6 +10,9 @@ beyond it are masked until they are overwritten.
 
 from __future__ import annotations
 
+import inspect
+from functools import cache
+
 import torch
 from transformers import StaticCache
 
@@ -35,13 +38,24 @@ class KVCache:
                 return i
         return n
 
+    @torch.inference_mode()
     def truncate(self, length: int) -> None:
-        """Forget everything after `length` tokens (a position move, no copy)."""
+        """Forget everything after `length` tokens (a position move, no copy). In inference mode:
+        on CUDA the layers' lengths are made in a pass (lazily), and only there may they change."""
         assert 0 <= length <= len(self.tokens), f"cannot truncate {len(self.tokens)} to {length}"
         drop = self.positions() - length
         if drop > 0:
-            self.past.crop(-drop)
+            # What StaticLayer.crop does in transformers 5.24; the static layers of older ones
+            # (a GPU machine's own install, say) have no crop.
+            for layer in self.past.layers:
+                if layer.is_initialized:
+                    layer.cumulative_length.sub_(drop)
         del self.tokens[length:]
+
+    def argument(self, model: torch.nn.Module) -> dict[str, StaticCache]:
+        """The model's keyword argument for this cache: `cache` since transformers renamed it,
+        `past_key_values` before; an older model given the new name would silently ignore it."""
+        return {_cache_keyword(type(model)): self.past}
 
     def positions(self) -> int:
         """Positions the static layers count as written (may exceed `tokens` after padding)."""
@@ -56,3 +70,9 @@ class KVCache:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for layer in self.past.layers
                    if layer.is_initialized for t in (layer.keys, layer.values))
+
+
+@cache
+def _cache_keyword(model_class: type) -> str:
+    parameters = inspect.signature(model_class.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"

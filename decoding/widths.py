@@ -10,6 +10,11 @@ not assumed: probe passes on the loaded model, at cache lengths from short to ne
 the smallest width `low` such that every width from `low` to the largest gives the same logits
 as the largest, for every row, and a pass of k real tokens is padded to max(k, low). Where no
 smaller width agrees, `low` is the largest width: one fixed shape.
+
+No padding helps a width that disagrees with itself (a GPU kernel that sums in a timing-dependent
+order, say), so the probe also runs the largest width, and every width that disagrees with it,
+a second time, and refuses to start where a pass's bits change between two runs: such a device
+would give users completions that differ from plain decoding, and this way start-up says so.
 """
 
 from __future__ import annotations
@@ -18,8 +23,13 @@ import torch
 
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
+from specd.decoding.loaded import ModelError
 
 PROBE_PROMPT = 48   # real tokens prefilled first: the short cache length probed
+
+
+class Nondeterministic(ModelError):
+    """A pass gave other bits when run again on the same cache and rows."""
 
 
 def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: int, pad_id: int,
@@ -35,11 +45,26 @@ def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: in
     for length in probe_lengths(capacity, largest):
         _fill(cache, length, g)
         reference = _logits(model, cache, block, largest, pad_id)
+        check_repeatable(model, cache, block, largest, pad_id, reference)
         # Every width from low up must agree; one that does not raises low past it.
         for width in range(low, largest):
-            if not torch.equal(_logits(model, cache, block[:width], width, pad_id), reference[:width]):
+            logits = _logits(model, cache, block[:width], width, pad_id)
+            if not torch.equal(logits, reference[:width]):
+                check_repeatable(model, cache, block[:width], width, pad_id, logits)
                 low = width + 1
     return low
+
+
+def check_repeatable(model: torch.nn.Module, cache: KVCache, rows: list[int], width: int, pad_id: int,
+                     first: torch.Tensor) -> None:
+    """Run the pass that gave `first` again; raise `Nondeterministic` if its bits changed."""
+    again = _logits(model, cache, rows, width, pad_id)
+    if not torch.equal(again, first):
+        changed = int((again != first).any(-1).sum())
+        raise Nondeterministic(
+            f"a {width}-row pass over {len(cache.tokens)} cached tokens on {again.device} gave other bits when run "
+            f"again ({changed} of {len(rows)} rows): this device is not deterministic with the settings of "
+            f"decoding/determinism.py, so decoding cannot be exact on it; use models.device = \"cpu\"")
 
 
 def probe_lengths(capacity: int, largest: int) -> list[int]:

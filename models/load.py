@@ -22,6 +22,10 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
 
     folder = resolve(spec, cache_dir, pull=pull, say=say)
     dev = pick_device(device)
+    if dev.type == "cuda":  # before the first kernel: cuBLAS reads its workspace setting once
+        from specd.decoding.determinism import make_deterministic
+
+        log.debug("deterministic CUDA: %s", make_deterministic(dev))
     dt = pick_dtype(dtype, dev)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -33,6 +37,10 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         from specd.decoding import attention
 
         attention.install(model)  # grouped heads read in place, not copied (decoding/attention.py)
+    if dev.type == "cuda":
+        from specd.decoding import graphs
+
+        graphs.attach(model)  # repeated pass shapes replay as CUDA graphs (decoding/graphs.py)
     return LoadedModel(spec, folder, tokenizer, model, dev, dt)
 
 

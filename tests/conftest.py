@@ -29,17 +29,29 @@ def tiny_draft(tiny_dir, tiny_target) -> Path:
     return make_draft(tiny_target, tiny_dir / "draft", seed=1)
 
 
+def device_under_test() -> str:
+    """The device the engine's tests run on: $SPECD_TEST_DEVICE (cpu, cuda, cuda:1), default cpu,
+    so that the same suite proves exactness on a GPU when run there."""
+    return os.environ.get("SPECD_TEST_DEVICE", "cpu")
+
+
+def tiny_loaded(folder: Path, role: str = "target", dtype: str = "auto", cache_dir: Path | None = None):
+    """A tiny model loaded on the test device, through the same code as the built-in pair."""
+    from specd.models.load import load
+    from specd.models.specs import parse_spec
+
+    return load(parse_spec(str(folder), role), cache_dir or folder.parent / "cache", device_under_test(), dtype)
+
+
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
                 dtype: str = "auto", **settings):
     """An engine on tiny models, loaded through the same code as the built-in pair."""
     from specd.decoding.engine import Engine, EngineSettings
-    from specd.models.load import load
-    from specd.models.specs import parse_spec
     from specd.decoding.prompt import Budget
 
     cache = cache_dir or target.parent / "cache"
-    t = load(parse_spec(str(target), "target"), cache, "cpu", dtype)
-    d = load(parse_spec(str(draft), "draft"), cache, "cpu", dtype) if draft else None
+    t = tiny_loaded(target, "target", dtype, cache)
+    d = tiny_loaded(draft, "draft", dtype, cache) if draft else None
     settings.setdefault("budget", Budget(prefix=256, suffix=64))
     settings.setdefault("max_tokens_limit", 64)
     settings.setdefault("prefill_chunk", 32)

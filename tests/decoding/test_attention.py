@@ -9,25 +9,24 @@ import torch
 from specd.decoding import attention
 from specd.decoding.bench import stock_attention
 from specd.decoding.kvcache import KVCache
-from specd.models.load import load
-from specd.models.specs import parse_spec
+from tests.conftest import tiny_loaded
 
 
 @pytest.fixture(scope="module")
 def loaded(tiny_target):
-    return load(parse_spec(str(tiny_target), "target"), tiny_target.parent / "cache", "cpu", "float32")
+    return tiny_loaded(tiny_target, dtype="float32")
 
 
 def _logits(model, ids: list[int], cached: int) -> torch.Tensor:
     """Logits of `ids`, the first `cached` read into a static cache first (a masked pass after)."""
     with torch.inference_mode():
         if cached == 0:
-            return model(input_ids=torch.tensor([ids])).logits[0]
+            return model(input_ids=torch.tensor([ids], device=model.device)).logits[0]
         cache = KVCache(model, 64)
-        model(input_ids=torch.tensor([ids[:cached]]), cache=cache.past, use_cache=True)
+        model(input_ids=torch.tensor([ids[:cached]], device=model.device), **cache.argument(model), use_cache=True)
         rest = ids[cached:]
-        return model(input_ids=torch.tensor([rest]), cache=cache.past, use_cache=True,
-                     cache_position=torch.arange(cached, len(ids))).logits[0]
+        return model(input_ids=torch.tensor([rest], device=model.device), **cache.argument(model), use_cache=True,
+                     cache_position=torch.arange(cached, len(ids), device=model.device)).logits[0]
 
 
 @pytest.mark.parametrize("cached", [0, 9])

@@ -113,7 +113,7 @@ def test_plain_greedy_is_hugging_face_greedy(tiny_dir):
     plain = engine.complete(request(prefix, suffix, "none", "fp32", max_tokens=30))
     ids = engine.builder.build(prefix, suffix).ids
     with torch.inference_mode():
-        out = engine.target.model.generate(torch.tensor([ids]), max_new_tokens=30, do_sample=False,
+        out = engine.target.model.generate(torch.tensor([ids], device=engine.target.device), max_new_tokens=30, do_sample=False,
                                            eos_token_id=sorted(engine.builder.stop_ids),
                                            pad_token_id=engine.pad_id)
     reference = out[0, len(ids):].tolist()

@@ -3,12 +3,13 @@ on inputs it never saw."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.prompt import Budget
-from specd.decoding.widths import smallest_equivalent_width
+from specd.decoding.widths import Nondeterministic, check_repeatable, smallest_equivalent_width
 from tests.conftest import tiny_engine
 
 
@@ -36,3 +37,19 @@ def test_every_width_from_the_measured_low_one_gives_the_largest_ones_bits(tiny_
 
 def test_narrow_passes_off_pads_every_pass_to_the_full_width(tiny_target):
     assert tiny_engine(tiny_target, narrow_passes=False).low_width == 8
+
+
+def test_a_pass_whose_bits_change_when_run_again_is_refused(tiny_target):
+    engine = tiny_engine(tiny_target)
+    model, pad_id = engine.target.model, engine.pad_id
+    cache = KVCache(model, engine.settings.capacity)
+    prefill(model, cache, list(range(40)), 16, lambda: False)
+    rows = list(range(50, 58))
+    first = step(model, cache, rows, 8, pad_id)
+    cache.truncate(40)
+    check_repeatable(model, cache, rows, 8, pad_id, first)  # the same bits again: no complaint
+    changed = first.clone()
+    changed[3, 7] += changed[3, 7].abs().clamp_min(1.0) * 0.05  # one logit of one row, a little
+    with pytest.raises(Nondeterministic, match=r"8-row pass over 40 cached tokens .* \(1 of 8 rows\)"):
+        check_repeatable(model, cache, rows, 8, pad_id, changed)
+    assert len(cache.tokens) == 40, "the check leaves the cache as it found it"
