@@ -1,6 +1,9 @@
 # `make run`: set up, fetch the built-in models, start the daemon, show a real completion through it.
 # `make test`: the suite.
 PYTHON ?= python3
+# torch: the CUDA build where nvidia-smi finds a GPU, else the CPU pin (models/gpu.py decides and
+# says why); `make setup TORCH_CUDA=cpu` or `TORCH_CUDA=cu128` overrides it.
+TORCH_CUDA ?=
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.specd-installed
@@ -10,8 +13,9 @@ STAMP  := $(VENV)/.specd-installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch pinned: it takes the CPU build on this machine's disk; an unpinned one pulls CUDA
-	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
+	# torch pinned (2.13.0): a CUDA build named by its tag where a GPU is, since a CPU file offered
+	# anywhere satisfies a bare pin; an unpinned one pulls whatever is newest
+	torch=$$($(PYTHON) models/gpu.py pip-args $(TORCH_CUDA)) && $(BIN)/pip install --quiet -c constraints.txt $$torch
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 

@@ -74,6 +74,7 @@ def render_status(s: protocol.Status) -> str:
         f"specd {s.version}: running, pid {s.pid}, up {_duration(s.uptime_s)}",
         f"socket    {s.socket}{tcp}",
         f"models    target {s.target}, draft {s.draft}; {s.device}, {s.dtype}",
+        f"device    {s.device}: {s.device_reason or '-'}",
         f"memory    {s.rss_mb:.0f} MB resident; KV caches {s.cache_mb:.1f} MB for {s.cache_documents} documents",
         f"requests  {s.served} served, {s.cancelled} cancelled, {s.errors} errors; "
         f"{running} running, {len(s.active) - running} queued; {s.forward_passes} forward passes",

@@ -167,6 +167,7 @@ class Status(Message, tag="status"):
     p95_ms: float | None
     forward_passes: int
     active: list[Active] = []
+    device_reason: str = ""           # why this device ("auto: NVIDIA H200 (torch 2.13.0+cu128)")
 
 
 class ShuttingDown(Message, tag="shutting_down"):

@@ -10,7 +10,9 @@ from typing import Callable
 from specd.daemon.config import Config
 from specd.daemon.protocol import Drafter
 from specd.decoding.engine import DRAFTERS, Engine
+from specd.decoding.graphs import warm_engine
 from specd.decoding.loaded import LoadedModel
+from specd.models.devices import check_quantize, pick_device
 from specd.models.load import load, quantize_int8
 from specd.models.specs import parse_spec
 
@@ -21,6 +23,8 @@ assert set(Drafter.__args__) == set(DRAFTERS), "the config, the protocol and the
 def load_models(config: Config, pull: bool = False,
                 progress: Callable[[str], None] = log.info) -> tuple[LoadedModel, LoadedModel | None]:
     m = config.models
+    if m.draft != "none":
+        check_quantize(m.draft_quantize, pick_device(m.device))  # refused before anything loads
     started = time.perf_counter()
     progress(f"loading target {m.target}")
     target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress)
@@ -31,10 +35,14 @@ def load_models(config: Config, pull: bool = False,
         if m.draft_quantize == "int8" or (m.draft_quantize == "auto" and draft.device.type == "cpu"):
             draft = quantize_int8(draft)
     progress(f"models loaded in {time.perf_counter() - started:.1f} s: target {target.spec}, draft "
-             f"{draft.spec if draft else 'none'}, on {target.device} in {str(target.dtype).removeprefix('torch.')}")
+             f"{draft.spec if draft else 'none'}, on {target.device} ({target.device_reason}) in "
+             f"{str(target.dtype).removeprefix('torch.')}")
     return target, draft
 
 
 def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
     target, draft = load_models(config, pull, progress)
-    return Engine(target, draft, config.engine_settings(target.device.type))
+    engine = Engine(target, draft, config.engine_settings(target.device.type))
+    if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
+        progress(note)
+    return engine

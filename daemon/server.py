@@ -194,7 +194,8 @@ class Server:
             cache_mb=e.pool.nbytes() / 2**20, cache_documents=len(e.pool.slots),
             served=m.served, cancelled=m.cancelled, errors=m.errors, reuse=m.reuse(),
             acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
-            forward_passes=self.scheduler.passes.count, active=self.scheduler.active())
+            forward_passes=self.scheduler.passes.count, active=self.scheduler.active(),
+            device_reason=e.target.device_reason)
 
 
 def rss_mb() -> float:

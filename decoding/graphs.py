@@ -28,6 +28,7 @@ import time
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -180,7 +181,11 @@ class PassGraphs:
         started = time.perf_counter()
         static = StaticPass(self.model, arena, *shape)
         if self.capture:
-            static.capture(self.pool)
+            try:
+                static.capture(self.pool)
+            except RuntimeError as error:  # an op that cannot be captured (a host sync, say)
+                torch.cuda.synchronize()
+                return self._refuse(cache, ids, shape, f"capture failed: {str(error).splitlines()[0][:200]}")
         got = static(ids)
         arena.rewind(shape[0])
         self.checking = True
@@ -189,8 +194,7 @@ class PassGraphs:
         finally:
             self.checking = False
         if not torch.equal(got, want):
-            self.stats.refused[shape] = "its replay's bits differ from the eager pass's"
-            log.warning("pass %dx%d stays eager: %s", *shape, self.stats.refused[shape])
+            self._refuse(None, ids, shape, "its replay's bits differ from the eager pass's")
             return want
         arena.passes[shape] = static
         if len(arena.passes) > MAX_GRAPHS:
@@ -198,6 +202,19 @@ class PassGraphs:
         self.stats.captured += 1
         self.stats.capture_ms += (time.perf_counter() - started) * 1e3
         return want
+
+
+    def _refuse(self, cache: KVCache | None, ids: list[int], shape: tuple[int, int], why: str):
+        """Keep `shape` eager from now on; with a cache, run this pass eagerly."""
+        self.stats.refused[shape] = why
+        log.warning("pass %dx%d stays eager: %s", shape[0], shape[1], why)
+        if cache is None:
+            return None
+        self.checking = True
+        try:
+            return self.eager(cache, ids, shape[1])
+        finally:
+            self.checking = False
 
 
 def _eligible(cache: KVCache, shape: tuple[int, int]) -> bool:
@@ -224,6 +241,56 @@ def detach(model: torch.nn.Module) -> None:
     for arena in graphs.arenas.values() if graphs else ():
         arena.release()
     model.__dict__.pop("_specd_graphs", None)
+
+
+def warm(model: torch.nn.Module, capacity: int, shapes: list[tuple[int, int]], pad_id: int) -> None:
+    """Capture `shapes` (rows, logits kept) on `model`'s arena for `capacity`, on a scratch cache."""
+    from specd.decoding import forward
+
+    if attached(model) is None:
+        return
+    cache = KVCache(model, capacity)
+    forward.prefill(model, cache, [pad_id] * 8, 8, lambda: False)  # initialises the layers
+    with torch.inference_mode():
+        for rows, keep in shapes:
+            if rows + 8 > capacity:
+                continue
+            for _ in range(2):  # the second use captures
+                forward._forward(model, cache, [pad_id] * rows, keep)
+                cache.truncate(8)
+
+
+def warm_engine(engine) -> str | None:
+    """At start-up: capture the passes an engine repeats (its widths, a full prefill chunk, the
+    draft's one-token step and prefill chunk); the line for the start-up log, or None without graphs."""
+    from specd.decoding.draft_model import CHUNK
+
+    target = attached(engine.target.model)
+    if target is None:
+        return None
+    s, started = engine.settings, time.perf_counter()
+    widths = [(w, w) for w in range(engine.low_width, s.width + 1)]
+    warm(engine.target.model, s.capacity, widths + [(s.prefill_chunk, 1)], engine.pad_id)
+    graphs = [target]
+    if engine.draft is not None and attached(engine.draft.model) is not None:
+        warm(engine.draft.model, s.draft_capacity, [(1, 1), (CHUNK, 1)], engine.pad_id)
+        graphs.append(attached(engine.draft.model))
+    return (f"CUDA graphs warmed in {(time.perf_counter() - started) * 1e3:.0f} ms: "
+            + "; ".join(f"{name} {g.stats}" for name, g in zip(("target", "draft"), graphs)))
+
+
+@contextmanager
+def suspended(model: torch.nn.Module):
+    """Passes run eagerly inside (a benchmark's one-off shapes, kept one-off)."""
+    graphs = attached(model)
+    if graphs is None:
+        yield
+        return
+    was, graphs.checking = graphs.checking, True
+    try:
+        yield
+    finally:
+        graphs.checking = was
 
 
 def attached(model: torch.nn.Module) -> PassGraphs | None:

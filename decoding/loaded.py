@@ -43,6 +43,7 @@ class LoadedModel:
     model: torch.nn.Module
     device: torch.device
     dtype: torch.dtype
+    device_reason: str = ""   # why this device, in words ("auto: NVIDIA H200 (torch 2.13.0+cu128)")
 
 
 def check_pair(target: LoadedModel, draft: LoadedModel) -> None:

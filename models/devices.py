@@ -1,24 +1,39 @@
-"""Which device and dtype a model loads on: `auto` probes the machine (CUDA, the CPU's bf16)."""
+"""Which device and dtype a model loads on: `auto` probes the machine (CUDA, the CPU's bf16). The
+device's decision and its reason in words are models/gpu.py's."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
 import torch
 
 from specd.decoding.loaded import ModelError
+from specd.models.gpu import DeviceChoice, TorchCuda, choose_device, probe_gpu
 
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
            "float16": torch.float16, "fp32": torch.float32, "float32": torch.float32}
 
 
 def pick_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"device {name!r} asked for, but torch sees no CUDA device")
-    return torch.device(name)
+    return torch.device(decide_device(name).device)
+
+
+@functools.cache  # the same answer for the target and the draft, and nvidia-smi asked once
+def decide_device(name: str = "auto") -> DeviceChoice:
+    """The device `name` means here and why; a device that cannot be had is a ModelError."""
+    choice = choose_device(name, probe_gpu(), TorchCuda.read())
+    if choice.error:
+        raise ModelError(choice.error)
+    return choice
+
+
+def check_quantize(mode: str, device: torch.device) -> None:
+    """The draft's int8 kernels are the CPU's (torch.ao's dynamic quantization)."""
+    if mode == "int8" and device.type != "cpu":
+        raise ModelError(f"models.draft_quantize = \"int8\" runs on the CPU only, but the draft is on {device}: "
+                         "set draft_quantize = \"auto\" (no quantizing there) or \"none\"")
 
 
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from specd.decoding.loaded import LoadedModel, ModelError, ModelSpec
-from specd.models.devices import pick_device, pick_dtype
+from specd.models.devices import decide_device, pick_dtype
 from specd.models.resolve import resolve
 
 log = logging.getLogger("specd.models")
@@ -21,7 +21,11 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = resolve(spec, cache_dir, pull=pull, say=say)
-    dev = pick_device(device)
+    choice = decide_device(device)
+    if choice.warning and spec.role == "target":  # once, not again for the draft
+        log.warning(choice.warning)
+        say(choice.warning)
+    dev = torch.device(choice.device)
     if dev.type == "cuda":  # before the first kernel: cuBLAS reads its workspace setting once
         from specd.decoding.determinism import make_deterministic
 
@@ -41,7 +45,7 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         from specd.decoding import graphs
 
         graphs.attach(model)  # repeated pass shapes replay as CUDA graphs (decoding/graphs.py)
-    return LoadedModel(spec, folder, tokenizer, model, dev, dt)
+    return LoadedModel(spec, folder, tokenizer, model, dev, dt, device_reason=choice.reason)
 
 
 def quantize_int8(loaded: LoadedModel) -> LoadedModel:
@@ -57,4 +61,5 @@ def quantize_int8(loaded: LoadedModel) -> LoadedModel:
         from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
         model = quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8,
                                  inplace=True)  # no copy of the float model
-    return LoadedModel(loaded.spec, loaded.folder, loaded.tokenizer, model, loaded.device, torch.float32)
+    return LoadedModel(loaded.spec, loaded.folder, loaded.tokenizer, model, loaded.device, torch.float32,
+                       loaded.device_reason)

@@ -76,3 +76,17 @@ def test_an_engine_with_static_passes_decodes_the_same_tokens(tiny_target, tiny_
             assert got.tokens == want[drafter], f"{drafter} on {document}"
     assert graphs.attached(engine.target.model).stats.captured > 0
     assert graphs.attached(engine.draft.model).stats.captured > 0
+
+
+def test_start_up_warms_the_passes_an_engine_repeats(tiny_target, tiny_draft):
+    engine = tiny_engine(tiny_target, tiny_draft)
+    assert graphs.warm_engine(engine) is None, "no graphs attached, nothing to warm"
+    for model in (engine.target.model, engine.draft.model):
+        graphs.attach(model, capture=CAPTURE)
+    note = graphs.warm_engine(engine)
+    s = engine.settings
+    target = graphs.attached(engine.target.model).arenas[s.capacity]
+    draft = graphs.attached(engine.draft.model).arenas[s.draft_capacity]
+    assert {(w, w) for w in range(engine.low_width, s.width + 1)} | {(s.prefill_chunk, 1)} <= set(target.passes)
+    assert {(1, 1), (512, 1)} <= set(draft.passes)
+    assert note.startswith("CUDA graphs warmed in") and "target " in note and "draft " in note
