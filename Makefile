@@ -8,14 +8,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.specd-installed
 
-.PHONY: run test setup models clean
+PLAN   := $(VENV)/.torch-plan
 
-$(STAMP): pyproject.toml constraints.txt
+.PHONY: run test setup models clean FORCE
+
+# pip's arguments for torch, rewritten only when they change (a GPU appears, TORCH_CUDA is given):
+# then the stamp is stale and setup installs the other build into the same .venv
+$(PLAN): FORCE
+	@mkdir -p $(VENV)
+	@plan=$$($(PYTHON) models/gpu.py pip-args $(TORCH_CUDA) 2>$(PLAN).why) || { cat $(PLAN).why; exit 1; }; \
+	if [ ! -f $@ ] || [ "$$(cat $@)" != "$$plan" ]; then cat $(PLAN).why; echo "$$plan" > $@; fi
+
+$(STAMP): pyproject.toml constraints.txt $(PLAN)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch pinned (2.13.0): a CUDA build named by its tag where a GPU is, since a CPU file offered
 	# anywhere satisfies a bare pin; an unpinned one pulls whatever is newest
-	torch=$$($(PYTHON) models/gpu.py pip-args $(TORCH_CUDA)) && $(BIN)/pip install --quiet -c constraints.txt $$torch
+	$(BIN)/pip install --quiet -c constraints.txt $$(cat $(PLAN))
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
