@@ -26,11 +26,16 @@ def add_parsers(sub) -> None:
     lsp.add_argument("--clientProcessId", help=argparse.SUPPRESS)
     lsp.set_defaults(run=cmd_lsp)
 
-    replay = sub.add_parser("replay", help="play an editor typing into FILE and measure the latency felt")
-    replay.add_argument("file", type=Path)
-    replay.add_argument("--at", required=True, help="LINE:COL, 1-based: where typing starts")
-    replay.add_argument("--chars", type=int, required=True, help="how many of the real next characters to type")
+    replay = sub.add_parser("replay", help="play an editor typing into FILE (or a folder) and measure the latency felt")
+    replay.add_argument("file", type=Path, help="a source file, or with --files a folder of them")
+    replay.add_argument("--at", help="LINE:COL, 1-based: where typing starts in FILE")
+    replay.add_argument("--files", type=int, metavar="N",
+                        help="type at N places across FILE (a folder or one file), chosen by --seed, languages in turn")
+    replay.add_argument("--seed", type=int, default=0, help="which places --files picks (default 0)")
+    replay.add_argument("--chars", type=int, default=40, help="how many of the real next characters to type (default 40)")
     replay.add_argument("--cps", type=float, default=10.0, help="keys per second (default 10)")
+    replay.add_argument("--pause-ms", type=float, default=0.0,
+                        help="pause this long after each word, as people do (default 0: no pauses)")
     replay.add_argument("--no-reuse", action="store_true", help="no prefix reuse, no typed-through answers")
     replay.add_argument("--no-cancel", action="store_true", help="never cancel: every request runs to the end")
     replay.add_argument("--baseline", action="store_true",
@@ -55,22 +60,45 @@ def cmd_lsp(args) -> int:
 
 def cmd_replay(args) -> int:
     from specd.lsp.replay import Replay, replay, specd_command
+    from specd.lsp.replay_report import report as figures
 
-    _, text = read_document(str(args.file))
-    runs = {"replay": Replay.of(args.file, text, args.at, args.chars, cps=args.cps, reuse=not args.no_reuse,
-                                cancel=not args.no_cancel)}
+    if args.cps <= 0 or args.pause_ms < 0:
+        raise UsageError("--cps must be positive and --pause-ms not negative")
+    passages = replay_passages(args)
+    runs = {"replay": Replay(passages, args.cps, args.pause_ms, reuse=not args.no_reuse, cancel=not args.no_cancel)}
     if args.baseline:
-        runs["no-reuse-no-cancel"] = Replay.of(args.file, text, args.at, args.chars, cps=args.cps, reuse=False,
-                                               cancel=False)
+        runs["no-reuse-no-cancel"] = Replay(passages, args.cps, args.pause_ms, reuse=False, cancel=False)
     command = specd_command(args.config)
     trace = Paths.of(load_config(args.config)).trace
     report = {}
     for name, job in runs.items():
-        outcome = asyncio.run(replay(job, command))
-        outcome.model_ms = model_time(read_trace(trace), outcome.uri, outcome.started, outcome.ended)
-        report[name] = outcome.report()
+        outcomes = asyncio.run(replay(job, command))
+        records = read_trace(trace)
+        for outcome in outcomes:
+            outcome.model_ms = model_time(records, outcome.uri, outcome.started, outcome.ended)
+        report[name] = figures(outcomes)
         print(f"{name:20} {json.dumps(report[name])}", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
     return 0
+
+
+def replay_passages(args) -> tuple:
+    """What `specd replay` types: the passage at --at in FILE, or --files N passages across it."""
+    from specd.lsp.typist import Passage, sample
+
+    if args.chars < 1:
+        raise UsageError(f"--chars must be at least 1, not {args.chars}")
+    if args.files is not None:
+        if args.at is not None:
+            raise UsageError("--at names one place; --files picks N of them: give one or the other")
+        if args.files < 1:
+            raise UsageError(f"--files must be at least 1, not {args.files}")
+        if not args.file.exists():
+            raise UsageError(f"{args.file} does not exist")
+        return tuple(sample(args.file, args.files, args.chars, args.seed))
+    if args.at is None:
+        raise UsageError(f"{args.file}: say where to type, --at LINE:COL (or --files N for places chosen across it)")
+    _, text = read_document(str(args.file))
+    return (Passage.of(args.file, text, args.at, args.chars),)

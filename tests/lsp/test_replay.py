@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -10,25 +11,27 @@ from specd.daemon.cursor import PositionError
 from specd.daemon.trace_report import model_time
 from specd.daemon.tracing import read_trace
 from specd.lsp.replay import Replay, replay, specd_command
+from specd.lsp.typist import Passage, sample, schedule
 
 SOURCE = "def area(width, height):\n    return width * height\n\n\ndef perimeter(width, height):\n    return 2 * (width + height)\n"
 
 
 def test_the_typed_characters_are_cut_out_between_before_and_after(tmp_path):
-    job = Replay.of(tmp_path / "shapes.py", SOURCE, "6:5", 6)
+    job = Passage.of(tmp_path / "shapes.py", SOURCE, "6:5", 6)
     assert job.before.endswith("(width, height):\n    ") and job.typed == "return" and job.after.startswith(" 2 * (")
     with pytest.raises(PositionError, match="outside"):
-        Replay.of(tmp_path / "shapes.py", SOURCE, "60:1", 3)
+        Passage.of(tmp_path / "shapes.py", SOURCE, "60:1", 3)
     with pytest.raises(PositionError, match="characters follow"):
-        Replay.of(tmp_path / "shapes.py", SOURCE, "6:5", 500)
+        Passage.of(tmp_path / "shapes.py", SOURCE, "6:5", 500)
 
 
 @pytest.mark.parametrize("reuse_and_cancel", [True, False], ids=["default", "no-reuse-no-cancel"])
 async def test_replay_reports_what_the_keyboard_felt(specd_env, tmp_path, reuse_and_cancel):
     file = tmp_path / "shapes.py"
     file.write_text(SOURCE)
-    job = Replay.of(file, SOURCE, "6:5", 6, cps=20, reuse=reuse_and_cancel, cancel=reuse_and_cancel, timeout_s=120)
-    outcome = await replay(job, specd_command(), env={**os.environ, **specd_env.env})
+    job = Replay((Passage.of(file, SOURCE, "6:5", 6),), cps=20, reuse=reuse_and_cancel, cancel=reuse_and_cancel,
+                 timeout_s=120)
+    [outcome] = await replay(job, specd_command(), env={**os.environ, **specd_env.env})
     outcome.model_ms = model_time(read_trace(specd_env.paths().trace), outcome.uri, outcome.started, outcome.ended)
     report = outcome.report()
     assert report["sent"] == len(outcome.sent) == 6
@@ -49,3 +52,39 @@ async def test_replay_reports_what_the_keyboard_felt(specd_env, tmp_path, reuse_
         assert all(s.answered_at is not None for s in outcome.sent), "without cancelling, every request is answered"
         assert report["model_s_cancelled"] == 0.0, "nothing is cancelled when cancelling is off"
     assert report["model_s_done"] > 0
+
+
+def test_a_replay_with_pauses_across_a_folder_reports_each_pause(specd_env, tmp_path):
+    """`specd replay FOLDER --files 3 --pause-ms P`: one run over places in two languages, the
+    pause figures counted from what the server sent back at each pause."""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    (folder / "shapes.py").write_text(SOURCE)
+    (folder / "shapes.js").write_text("function area(width, height) {\n  return width * height\n}\n\n"
+                                      "function perimeter(width, height) {\n  return 2 * (width + height)\n}\n")
+    out = tmp_path / "report.json"
+    done = specd_env.specd("replay", str(folder), "--files", "3", "--chars", "8", "--cps", "20",
+                           "--pause-ms", "400", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())["replay"]
+    passages = sample(folder, 3, 8, seed=0)
+    assert {p.language for p in passages} == {"python", "javascript"}
+    pauses = sum(k.pause for p in passages for k in schedule(p.typed, 20, 400))
+    assert report["passages"] == 3 and report["sent"] == 24 and report["chars_typed"] == 24
+    assert report["pauses"] == pauses >= 3, "at least the last key of each passage is a pause"
+    assert 0 <= report["shown"] <= pauses and report["shown_share"] == round(report["shown"] / pauses, 3)
+    assert report["warm_p50_ms"] > 0, "each passage was opened with a request waited for"
+    if report["shown"]:
+        assert report["pause_p50_ms"] <= report["pause_p95_ms"]
+    assert 0 <= report["chars_saved"] <= 24
+
+
+def test_replay_refuses_a_command_line_it_cannot_serve(specd_env, tmp_path):
+    file = tmp_path / "shapes.py"
+    file.write_text(SOURCE)
+    for args, said in [((str(file),), "--at LINE:COL"), ((str(file), "--at", "6:5", "--files", "2"), "one or the other"),
+                       ((str(tmp_path / "nothing"), "--files", "2"), "does not exist"),
+                       ((str(file), "--files", "900"), "places to type"),
+                       ((str(file), "--at", "6:5", "--pause-ms", "-1"), "not negative")]:
+        done = specd_env.specd("replay", *args)
+        assert done.returncode == 2 and said in done.stderr, (args, done.stderr)
