@@ -8,6 +8,7 @@ are where ghost text is wanted: it counts only if it arrives before the next key
 
 from __future__ import annotations
 
+import argparse
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,44 @@ def sample(path: Path, n: int, chars: int, seed: int = 0) -> list[Passage]:
             passages.append(pool.pop())
         turn += 1
     return passages
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The typist's command line, the same for `specd replay` and `bench/llama_replay.py`."""
+    parser.add_argument("file", type=Path, help="a source file, or with --files a folder of them")
+    parser.add_argument("--at", help="LINE:COL, 1-based: where typing starts in FILE")
+    parser.add_argument("--files", type=int, metavar="N",
+                        help="type at N places across FILE (a folder or one file), chosen by --seed, languages in turn")
+    parser.add_argument("--seed", type=int, default=0, help="which places --files picks (default 0)")
+    parser.add_argument("--chars", type=int, default=40, help="how many of the real next characters to type (default 40)")
+    parser.add_argument("--cps", type=float, default=10.0, help="keys per second (default 10)")
+    parser.add_argument("--pause-ms", type=float, default=0.0,
+                        help="pause this long after each word, as people do (default 0: no pauses)")
+    parser.add_argument("--json", type=Path, help="write the report here")
+
+
+def passages(args: argparse.Namespace) -> tuple[Passage, ...]:
+    """What the typist types as `add_arguments` read it: the passage at --at in FILE, or --files N
+    passages across it. A command line it cannot serve is a PassageError, said plainly."""
+    if args.cps <= 0 or args.pause_ms < 0:
+        raise PassageError("--cps must be positive and --pause-ms not negative")
+    if args.chars < 1:
+        raise PassageError(f"--chars must be at least 1, not {args.chars}")
+    if args.files is not None:
+        if args.at is not None:
+            raise PassageError("--at names one place; --files picks N of them: give one or the other")
+        if args.files < 1:
+            raise PassageError(f"--files must be at least 1, not {args.files}")
+        if not args.file.exists():
+            raise PassageError(f"{args.file} does not exist")
+        return tuple(sample(args.file, args.files, args.chars, args.seed))
+    if args.at is None:
+        raise PassageError(f"{args.file}: say where to type, --at LINE:COL (or --files N for places chosen across it)")
+    try:
+        text = args.file.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise PassageError(f"cannot read {args.file}: {error}") from None
+    return (Passage.of(args.file, text, args.at, args.chars),)
 
 
 def _candidates(path: Path, chars: int) -> dict[str, list[Passage]]:
