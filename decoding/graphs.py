@@ -94,8 +94,16 @@ class StaticPass:
         self.ids.copy_(torch.tensor([ids]), non_blocking=True)
         if self.graph is None:
             return self.run()
+        _tick_pre_hooks(self.model)
         self.graph.replay()
         return self.out.clone()  # the next replay overwrites `out`
+
+
+def _tick_pre_hooks(model: torch.nn.Module) -> None:
+    """A replay calls no Python, but it is a pass to whoever counts them with a pre-hook on the
+    model (the scheduler's pass count, the engine's): call those hooks as a pass would."""
+    for key, hook in model._forward_pre_hooks.items():
+        hook(model, (), {}) if key in model._forward_pre_hooks_with_kwargs else hook(model, ())
 
 
 class Arena:

@@ -47,6 +47,29 @@ def test_static_passes_give_the_eager_bits_while_documents_take_turns(tiny_targe
     assert attached.stats.captured == len(arena.passes) and not attached.stats.refused
 
 
+def test_a_static_pass_counts_as_a_pass_for_the_models_pre_hooks(tiny_target):
+    """The scheduler counts passes with a pre-hook on each model; a replay runs no Python, so it
+    calls those hooks itself (on a CPU the static pass runs the model, which calls them)."""
+    loaded = tiny_loaded(tiny_target)
+    model, pad_id = loaded.model, loaded.tokenizer.pad_token_id
+    count = [0]
+    hook = model.register_forward_pre_hook(lambda module, args: count.__setitem__(0, count[0] + 1))
+    try:
+        graphs.detach(model)
+        _session(model, pad_id)
+        eager, count[0] = count[0], 0
+        attached = graphs.attach(model, capture=CAPTURE)
+        for _ in range(2):  # every shape seen twice: captured
+            _session(model, pad_id)
+        captured, count[0] = attached.stats.captured, 0
+        _session(model, pad_id)
+        assert attached.stats.captured == captured, "nothing new captured in the counted session"
+        assert count[0] == eager, f"{count[0]} passes counted with static passes, {eager} without"
+    finally:
+        hook.remove()
+        graphs.detach(model)
+
+
 def test_one_off_shapes_and_empty_caches_stay_eager(tiny_target):
     loaded = tiny_loaded(tiny_target)
     model = loaded.model
