@@ -31,7 +31,7 @@ from specd.daemon.config import load_config  # noqa: E402
 from specd.daemon.runtime import build_engine  # noqa: E402
 from specd.decoding.draft_model import ModelDrafter  # noqa: E402
 from specd.decoding.drafter import DraftJob  # noqa: E402
-from specd.decoding.engine import CompletionRequest  # noqa: E402
+from specd.decoding.request import CompletionRequest  # noqa: E402
 from specd.decoding.kvcache import KVCache  # noqa: E402
 from specd.decoding.lookup import LookupDrafter  # noqa: E402
 

@@ -15,7 +15,7 @@ from specd.cli.usage import read_document
 from specd.daemon.bench_daemon import DaemonBench, Document, run_bench_daemon
 from specd.daemon.bench_engine import EngineBench, run_bench
 from specd.daemon.config import load_config
-from specd.daemon.protocol import Drafter
+from specd.decoding.registry import DRAFTERS
 
 # The engine's modules (torch) are imported by the command, not by building the parser: every
 # `specd` command builds it. The anchors' names here are for --help; run_bench checks the real ones.
@@ -28,8 +28,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--target", help="target model spec (default: the config's)")
     p.add_argument("--draft", help="draft model spec, or none (default: the config's)")
     p.add_argument("--max-tokens", type=int, default=48)
-    p.add_argument("--modes", default="none,lookup,draft,hybrid",
-                   help=f"comma-separated: {', '.join(Drafter.__args__)}, none@1 (one-row passes)")
+    p.add_argument("--modes", default=",".join(DRAFTERS),
+                   help=f"comma-separated: {', '.join(DRAFTERS)}, none@1 (one-row passes)")
     p.add_argument("--anchors", action="store_true", help=f"add {ANCHOR_NAMES}")
     p.add_argument("--limit", type=int, help="only the first N cases")
     p.add_argument("--suffix-budgets", help="instead of speed: first-line quality per suffix budget, e.g. 0,32,64")

@@ -12,6 +12,7 @@ from specd.daemon.client import new_request_id
 from specd.daemon.complete import in_process, through_daemon
 from specd.daemon.config import load_config
 from specd.daemon.cursor import cut_at
+from specd.decoding.registry import DRAFTERS
 
 
 def add_parsers(sub) -> None:
@@ -20,7 +21,7 @@ def add_parsers(sub) -> None:
     complete.add_argument("--at", help="LINE:COL, 1-based (default: the end of the file)")
     complete.add_argument("--json", action="store_true", help="print text, outcome and stats as JSON")
     complete.add_argument("--max-tokens", type=int)
-    complete.add_argument("--drafter", choices=protocol.Drafter.__args__)
+    complete.add_argument("--drafter", choices=DRAFTERS)
     complete.add_argument("--single-line", action="store_true")
     complete.add_argument("--no-daemon", action="store_true", help="load the models in this process")
     complete.set_defaults(run=cmd_complete)

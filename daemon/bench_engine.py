@@ -14,7 +14,7 @@ from specd.daemon.config import Config
 
 def read_cases(path: Path, limit: int | None) -> list:
     from specd.decoding.bench import Case
-    from specd.decoding.engine import RequestError
+    from specd.decoding.request import RequestError
 
     cases = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -43,7 +43,8 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
     """The results (decoding/bench.py's dict) and the settings they were measured with."""
     from specd.daemon.runtime import build_engine
     from specd.decoding.bench import ANCHORS, bench, suffix_sweep
-    from specd.decoding.engine import DRAFTERS, RequestError
+    from specd.decoding.registry import DRAFTERS
+    from specd.decoding.request import RequestError
 
     cases = read_cases(plan.cases, plan.limit)
     modes = plan.modes + (list(ANCHORS) if plan.anchors else [])

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-import msgspec
-
 from specd.daemon import protocol
 from specd.daemon.client import Client
 from specd.daemon.config import Config
@@ -25,7 +23,7 @@ async def through_daemon(config: Config, message: protocol.Complete) -> dict:
     finally:
         await client.close()
     return {"text": reply.text, "outcome": reply.outcome, "stop_reason": reply.stop_reason,
-            "round_trip_ms": round(round_trip_ms, 1), **msgspec.structs.asdict(reply.stats)}
+            "round_trip_ms": round(round_trip_ms, 1), "queue_ms": reply.queue_ms, **reply.stats.summary()}
 
 
 def in_process(config: Config, message: protocol.Complete) -> dict:
@@ -37,7 +35,5 @@ def in_process(config: Config, message: protocol.Complete) -> dict:
     engine = build_engine(config)
     load_s = time.perf_counter() - started
     result = engine.complete(request)
-    report = {"text": result.text, "outcome": result.outcome, "stop_reason": result.stop_reason,
-              "load_s": round(load_s, 2), **result.stats.as_dict()}
-    report.pop("steps")
-    return report
+    return {"text": result.text, "outcome": result.outcome, "stop_reason": result.stop_reason,
+            "load_s": round(load_s, 2), **result.stats.summary()}

@@ -14,8 +14,8 @@ from typing import Literal
 
 import msgspec
 
-from specd.daemon.protocol import Drafter  # the engine's drafter names; runtime.py checks they agree
 from specd.decoding.errors import UserError
+from specd.decoding.registry import DEFAULT_DRAFTER, DrafterName
 
 # No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
 # engine's modules are imported only where an engine is built.
@@ -52,9 +52,7 @@ class Engine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_tokens: int = 48
-    # lookup: on this CPU hybrid decodes only a few percent faster (`specd bench`: 2.18x none against
-    # 2.15x), and it reads the prompt a second time with the draft model, so lookup is faster end to end
-    drafter: Drafter = "lookup"
+    drafter: DrafterName = DEFAULT_DRAFTER
     temperature: float = 0.0
     top_p: float = 1.0
     deadline_ms: int = 0             # 0: none; else end at the next line end after it

@@ -8,10 +8,9 @@ import time
 from specd.daemon import protocol
 from specd.daemon.config import Completion as CompletionDefaults
 from specd.daemon.scheduler import Job
-from specd.daemon.tracing import TraceRecord, TraceStep
-from specd.decoding.engine import Completion, CompletionRequest, RequestError
+from specd.daemon.tracing import ENGINE_PHASES, TraceRecord
+from specd.decoding.request import Completion, CompletionRequest, RequestError, Sampler
 from specd.decoding.stats import Stats
-from specd.decoding.verify import Sampler
 
 
 def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> CompletionRequest:
@@ -40,10 +39,8 @@ def reply(job: Job) -> protocol.Completion | protocol.Error:
         assert isinstance(result, Exception), f"a finished job holds a result, not {result!r}"
         return protocol.Error(job.message.id, error_code(result), str(result))
     assert job.started is not None, "a finished job was started or dropped"
-    stats = result.stats.as_dict()
-    del stats["steps"]
     return protocol.Completion(job.message.id, result.text, result.outcome, result.stop_reason,
-                               protocol.CompletionStats(queue_ms=(job.started - job.received) * 1e3, **stats))
+                               (job.started - job.received) * 1e3, result.stats)
 
 
 def error_code(error: Exception) -> str:
@@ -57,19 +54,15 @@ def trace_record(job: Job, replied: float) -> TraceRecord:
     done = isinstance(result, Completion)
     stats = result.stats if done else Stats()    # an error: no engine phases, all "other"
     ms = lambda a, b: (b - a) * 1e3  # noqa: E731
-    engine_ms = stats.tokenize_ms + stats.prefill_ms + stats.draft_ms + stats.verify_ms
+    engine_ms = sum(getattr(stats, f"{phase}_ms") for phase in ENGINE_PHASES)
     outcome = result.outcome if done else "error"
     return TraceRecord(
         id=job.message.id, client=job.client, document=job.document, language=job.message.language,
         drafter=job.request.drafter, received_at=time.time() - ms(job.received, replied) / 1e3,
         outcome=outcome, cause=job.cause if outcome == "cancelled" else None,
         error=None if done else str(result), stop_reason=result.stop_reason if done else None,
-        queue_ms=ms(job.received, job.started), tokenize_ms=stats.tokenize_ms, prefill_ms=stats.prefill_ms,
-        draft_ms=stats.draft_ms, verify_ms=stats.verify_ms, other_ms=ms(job.started, job.finished) - engine_ms,
+        queue_ms=ms(job.received, job.started), other_ms=ms(job.started, job.finished) - engine_ms,
         reply_ms=ms(job.finished, replied), total_ms=ms(job.received, replied),
-        prompt_tokens=stats.prompt_tokens, reused_tokens=stats.reused_tokens,
-        prefilled_tokens=stats.prefilled_tokens, new_tokens=stats.new_tokens,
         passes=job.passes_at_end - job.passes_at_start,
         passes_after_cancel=None if job.passes_at_cancel is None else job.passes_at_end - job.passes_at_cancel,
-        steps=[TraceStep(s.drafter, s.proposed, s.accepted, s.draft_ms, s.verify_ms) for s in stats.steps],
-        draft_prefill_ms=stats.draft_prefill_ms)
+        stats=stats)

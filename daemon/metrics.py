@@ -26,12 +26,12 @@ class Metrics:
             self.cancelled += 1
         else:
             self.errors += 1
+        s = line.stats
         # The last prompt token always goes through the decoding pass, so reuse is over the rest.
-        self.prompt_tokens += line.reused_tokens + line.prefilled_tokens
-        self.reused_tokens += line.reused_tokens
-        for step in line.steps:
-            self.proposed[step.drafter] += step.proposed
-            self.accepted[step.drafter] += step.accepted
+        self.prompt_tokens += s.reused_tokens + s.prefilled_tokens
+        self.reused_tokens += s.reused_tokens
+        self.proposed.update(s.proposed)   # the engine's per-drafter totals, as it summed them
+        self.accepted.update(s.accepted)
 
     def refused(self) -> None:
         """An Error reply to a message that never became a job (malformed, invalid, ...)."""

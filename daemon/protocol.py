@@ -9,7 +9,8 @@ ShuttingDown. Cancel is a notice, not a request: the request it names gets its o
 
 A frame over the size cap, bytes that are not JSON, or a message that does not fit these types is
 answered with an Error (with the request id when it can be read) and the connection lives on.
-This module needs neither torch nor the engine, so that clients import it cheaply.
+This module needs neither torch nor the engine (decoding's registry and stats are torch-free), so
+that clients import it cheaply.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from typing import Annotated, Literal
 
 import msgspec
 
-VERSION = 1
+from specd.decoding.registry import DrafterName
+from specd.decoding.stats import Stats
+
+VERSION = 2                           # 2: a reply carries the engine's Stats whole
 HEADER = struct.Struct(">I")          # the length of the JSON body that follows
 DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
 
 Id = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
-Drafter = Literal["none", "lookup", "draft", "hybrid"]
 Outcome = Literal["done", "cancelled"]
 
 
@@ -71,7 +74,7 @@ class Complete(Message, tag="complete"):
     top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
     seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
     deadline_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None  # 0: none
-    drafter: Drafter | None = None
+    drafter: DrafterName | None = None
     extras: list[Extra] = []
     hints: list[str] = []             # likely continuations: lookup sources only, always verified
     supersede: bool = True            # False: do not cancel older requests for this document
@@ -105,30 +108,13 @@ class Shutdown(Message, tag="shutdown"):
 
 # --- replies from the daemon ---
 
-class CompletionStats(msgspec.Struct, frozen=True):
-    prompt_tokens: int = 0
-    reused_tokens: int = 0            # prompt tokens whose KV came from the document's cache
-    prefilled_tokens: int = 0
-    new_tokens: int = 0
-    target_forwards: int = 0
-    draft_forwards: int = 0
-    proposed: dict[str, int] = {}     # per drafter
-    accepted: dict[str, int] = {}
-    queue_ms: float = 0.0             # waiting for the model worker
-    tokenize_ms: float = 0.0
-    prefill_ms: float = 0.0
-    draft_prefill_ms: float = 0.0     # of draft_ms, the draft model reading the prompt
-    draft_ms: float = 0.0
-    verify_ms: float = 0.0
-    total_ms: float = 0.0             # the engine's time, from tokenizing to the last token
-
-
 class Completion(Message, tag="completion"):
     id: Id
     text: str
     outcome: Outcome
     stop_reason: str | None = None
-    stats: CompletionStats = CompletionStats()
+    queue_ms: float = 0.0             # waiting for the model worker
+    stats: Stats = msgspec.field(default_factory=Stats)  # the engine's own record, as it filled it
 
 
 class Error(Message, tag="error"):

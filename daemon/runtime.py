@@ -8,8 +8,7 @@ import time
 from typing import Callable
 
 from specd.daemon.config import Config
-from specd.daemon.protocol import Drafter
-from specd.decoding.engine import DRAFTERS, Engine
+from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
 from specd.decoding.loaded import LoadedModel
 from specd.models.devices import check_quantize, pick_device
@@ -17,7 +16,6 @@ from specd.models.load import load, quantize_int8
 from specd.models.specs import parse_spec
 
 log = logging.getLogger("specd")
-assert set(Drafter.__args__) == set(DRAFTERS), "the config, the protocol and the engine name the same drafters"
 
 
 def load_models(config: Config, pull: bool = False,

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from specd.daemon import protocol
-from specd.decoding.engine import Completion, CompletionRequest, Engine
+from specd.decoding.engine import Engine
+from specd.decoding.request import Completion, CompletionRequest
 from specd.decoding.stats import Stats
 
 log = logging.getLogger("specd.scheduler")

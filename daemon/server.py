@@ -25,7 +25,8 @@ from specd.daemon.paths import Paths
 from specd.daemon.protocol import Cancel, Complete, Error, GetStatus, Hello, Shutdown
 from specd.daemon.scheduler import Job, Scheduler
 from specd.daemon.tracing import TraceWriter
-from specd.decoding.engine import Engine, RequestError
+from specd.decoding.engine import Engine
+from specd.decoding.request import RequestError
 
 log = logging.getLogger("specd.server")
 

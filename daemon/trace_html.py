@@ -66,9 +66,10 @@ def histogram(values: list[float], width: int = 760, height: int = 220) -> str:
 
 def segments(r: TraceRecord) -> list[tuple[str, float, str]]:
     """(phase, ms, label) in the order they happened; the steps' drafts and verifies interleave."""
-    out = [("queue", r.queue_ms, "queue"), ("tokenize", r.tokenize_ms, "tokenize"),
-           ("prefill", r.prefill_ms, f"prefill: {r.reused_tokens} reused, {r.prefilled_tokens} new tokens")]
-    for n, s in enumerate(r.steps, 1):
+    e = r.stats
+    out = [("queue", r.queue_ms, "queue"), ("tokenize", e.tokenize_ms, "tokenize"),
+           ("prefill", e.prefill_ms, f"prefill: {e.reused_tokens} reused, {e.prefilled_tokens} new tokens")]
+    for n, s in enumerate(e.steps, 1):
         out.append(("draft", s.draft_ms, f"step {n}: {s.drafter} proposed {s.proposed}"))
         out.append(("verify", s.verify_ms, f"step {n}: verified, {s.accepted} accepted"))
     out += [("other", r.other_ms, "other"), ("reply", r.reply_ms, "reply")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from specd.daemon.figures import percentile
-from specd.daemon.tracing import PHASES, TraceRecord
+from specd.daemon.tracing import ENGINE_PHASES, PHASES, TraceRecord
 
 QUANTILES = (50, 90, 95, 99, 100)
 
@@ -40,9 +40,9 @@ def phase_table(done: list[TraceRecord]) -> list[str]:
     for phase in (*PHASES, "total"):
         values = [r.phase_ms(phase) for r in done]
         rows.append(f"{phase:12}" + "".join(f"{percentile(values, q):9.1f}" for q in QUANTILES))
-    reused = sum(r.reused_tokens for r in done)
-    prompt = reused + sum(r.prefilled_tokens for r in done)
-    new = [float(r.new_tokens) for r in done]
+    reused = sum(r.stats.reused_tokens for r in done)
+    prompt = reused + sum(r.stats.prefilled_tokens for r in done)
+    new = [float(r.stats.new_tokens) for r in done]
     rows.append(f"tokens: {reused / prompt:.0%} of prompt tokens reused from the cache; "
                 f"p50 {percentile(new, 50):.0f} new tokens per completion" if prompt else "tokens: -")
     return rows
@@ -51,10 +51,9 @@ def phase_table(done: list[TraceRecord]) -> list[str]:
 def acceptance_table(records: list[TraceRecord]) -> list[str]:
     steps, proposed, accepted = Counter(), Counter(), Counter()
     for r in records:
-        for s in r.steps:
-            steps[s.drafter] += 1
-            proposed[s.drafter] += s.proposed
-            accepted[s.drafter] += s.accepted
+        steps.update(s.drafter for s in r.stats.steps)
+        proposed.update(r.stats.proposed)
+        accepted.update(r.stats.accepted)
     if not steps:
         return ["no decoding steps recorded"]
     rows = [f"{'drafter':10}{'steps':>8}{'proposed':>10}{'accepted':>10}{'rate':>7}{'per step':>10}"]
@@ -76,6 +75,6 @@ def model_time(records: list[TraceRecord], document: str, since: float, until: f
     out: dict[str, float] = {}
     for r in records:
         if r.document == document and since <= r.received_at and r.received_at + r.total_ms / 1e3 <= until:
-            busy = r.tokenize_ms + r.prefill_ms + r.draft_ms + r.verify_ms + r.other_ms
+            busy = sum(r.phase_ms(phase) for phase in (*ENGINE_PHASES, "other"))
             out[r.outcome] = out.get(r.outcome, 0.0) + busy
     return out

@@ -13,7 +13,8 @@ The phases of a request, in order, add up to its total (received -> reply writte
 
 `other` is what the worker's wall time leaves after the engine's own phases, so a negative one
 would mean phases overlap or are counted twice. The file is rotated past half the size cap, keeping
-one predecessor (`trace.jsonl.1`), so the two stay under `daemon.trace_max_mb` together.
+one predecessor (`trace.jsonl.1`), so the two stay under `daemon.trace_max_mb` together. The
+engine's phases and token counts are its `Stats` record, nested whole as `stats`.
 """
 
 from __future__ import annotations
@@ -25,20 +26,17 @@ from typing import Literal
 import msgspec
 
 from specd.daemon.paths import private_file, rotate
+from specd.decoding.stats import Stats
 
 PHASES = ("queue", "tokenize", "prefill", "draft", "verify", "other", "reply")
 
 
-class TraceStep(msgspec.Struct, frozen=True, array_like=True):
-    """One propose + verify round: [drafter, proposed, accepted, draft_ms, verify_ms]."""
-    drafter: str
-    proposed: int
-    accepted: int
-    draft_ms: float
-    verify_ms: float
+ENGINE_PHASES = ("tokenize", "prefill", "draft", "verify")  # timed by the engine: in `stats`
 
 
 class TraceRecord(msgspec.Struct, frozen=True):
+    """One request. What the engine measured is `stats`, its own record as it filled it (steps
+    included); the rest is what only the daemon knows: who asked, the outcome, its own phases."""
     id: int
     client: int
     document: str
@@ -50,24 +48,15 @@ class TraceRecord(msgspec.Struct, frozen=True):
     error: str | None                     # the error reply's message
     stop_reason: str | None
     queue_ms: float
-    tokenize_ms: float
-    prefill_ms: float
-    draft_ms: float
-    verify_ms: float
     other_ms: float
     reply_ms: float
-    total_ms: float                       # time to result
-    prompt_tokens: int
-    reused_tokens: int
-    prefilled_tokens: int
-    new_tokens: int
+    total_ms: float                       # time to result (stats.total_ms is the engine's part)
     passes: int                           # forward passes of either model for this request
     passes_after_cancel: int | None       # of those, how many began after the cancel was asked
-    steps: list[TraceStep]
-    draft_prefill_ms: float = 0.0         # of draft_ms, the draft model reading the prompt
+    stats: Stats                          # an error: empty (no engine phases, all "other")
 
     def phase_ms(self, phase: str) -> float:
-        return getattr(self, f"{phase}_ms")
+        return getattr(self.stats if phase in ENGINE_PHASES else self, f"{phase}_ms")
 
 
 class TraceWriter:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specd.decoding.engine import CompletionRequest, Engine
+from specd.decoding.engine import Engine
+from specd.decoding.request import CompletionRequest
 
 ANCHORS = ("hf-greedy", "hf-assisted", "hf-lookup")
 

@@ -28,7 +28,8 @@ from specd.decoding.forward import draft_step, prefill
 from specd.decoding.kvcache import KVCache
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.prompt import Prompt
-from specd.decoding.verify import Sampler
+from specd.decoding.request import Sampler
+from specd.decoding.verify import distribution
 
 ALIGN = 64
 CHUNK = 512  # prefill tokens per draft pass: the draft reads ~4x faster than the target, so a
@@ -106,7 +107,7 @@ class ModelDrafter:
     def _pick(self, logits: torch.Tensor, sampler: Sampler) -> tuple[int, torch.Tensor | None]:
         if sampler.greedy:
             return int(logits.argmax()), None
-        q = sampler.probs(logits.cpu())
+        q = distribution(logits.cpu(), sampler)
         return int(torch.multinomial(q, 1, generator=self.job.generator)), q
 
     def _probability(self, logits: torch.Tensor, token: int, q: torch.Tensor | None) -> float:

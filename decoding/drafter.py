@@ -17,7 +17,7 @@ import torch
 
 from specd.decoding.kvcache import KVCache
 from specd.decoding.prompt import Prompt
-from specd.decoding.verify import Sampler
+from specd.decoding.request import Sampler
 
 
 @dataclass

@@ -9,7 +9,7 @@ the cache for the next call.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -17,23 +17,16 @@ import torch
 from specd.decoding.cachepool import CachePool, Slot
 from specd.decoding.draft_model import ModelDrafter, window_capacity
 from specd.decoding.drafter import DraftJob, Drafter, HybridDrafter, NoDrafter, Proposal
-from specd.decoding.errors import UserError
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.lookup import LookupDrafter
 from specd.decoding.loaded import LoadedModel, check_pair
 from specd.decoding.prompt import Budget, Prompt, PromptBuilder, detect_template
+from specd.decoding.request import Completion, CompletionRequest, RequestError
 from specd.decoding.stats import Stats, Step
 from specd.decoding.stops import Stopper, StopRules
-from specd.decoding.verify import Sampler, accept_greedy, accept_sampled
+from specd.decoding.verify import accept_greedy, accept_sampled
 from specd.decoding.widths import smallest_equivalent_width
-
-DRAFTERS = ("none", "lookup", "draft", "hybrid")
-
-
-class RequestError(UserError):
-    """A request the engine cannot serve as asked (an unknown drafter, a bad limit)."""
-
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -62,33 +55,6 @@ class EngineSettings:
         sized to it: every draft step attends over the whole cache (1400 keys cost 15% more than
         768 for the built-in 0.5B here)."""
         return window_capacity(self.draft_context_tokens) + self.max_tokens_limit + self.width
-
-
-@dataclass(frozen=True)
-class CompletionRequest:
-    prefix: str
-    suffix: str = ""
-    document: str = "untitled"
-    extras: tuple[tuple[str, str], ...] = ()   # (path, text) of other open files
-    max_tokens: int = 48
-    single_line: bool = False
-    sampler: Sampler = Sampler()
-    deadline_s: float | None = None            # seconds from the start of the call
-    drafter: str = "hybrid"
-    stop_at_suffix: bool = True                # end where the completion repeats the suffix
-    hints: tuple[str, ...] = ()                # likely continuations (a suggestion being typed
-                                               # through): lookup sources only, always verified
-    reuse: bool = True                         # False: start from a cold cache (for comparisons)
-    suffix_tokens: int | None = None           # this request's suffix budget (at most the engine's)
-
-
-@dataclass
-class Completion:
-    text: str
-    tokens: list[int]
-    outcome: str                   # "done" or "cancelled"
-    stop_reason: str | None
-    stats: Stats = field(default_factory=Stats)
 
 
 class Engine:

@@ -1,14 +1,17 @@
-"""What one completion cost: tokens reused and computed, passes, drafts, and time per phase."""
+"""What one completion cost: tokens reused and computed, passes, drafts, and time per phase.
+
+`Stats` is the one record of it: the engine fills it, and the daemon's reply, its trace line and
+its `specd status` totals carry it as it is (a msgspec Struct, so it goes on the wire and into
+the trace file unchanged). A new figure is a new field here and nowhere else. Torch-free.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+import msgspec
 
 
-@dataclass
-class Step:
-    """One propose + verify round of the decode loop."""
+class Step(msgspec.Struct, array_like=True):
+    """One propose + verify round of the decode loop (a JSON array: the trace has one per step)."""
     drafter: str
     proposed: int
     accepted: int
@@ -19,35 +22,35 @@ class Step:
     draft_prefill_ms: float = 0.0  # of draft_ms, the draft model reading the prompt
 
 
-@dataclass
-class Stats:
+class Stats(msgspec.Struct):
     prompt_tokens: int = 0
-    reused_tokens: int = 0
+    reused_tokens: int = 0         # prompt tokens whose KV came from the document's cache
     prefilled_tokens: int = 0
     new_tokens: int = 0
     target_forwards: int = 0
     draft_forwards: int = 0
-    proposed: Counter = field(default_factory=Counter)   # per drafter
-    accepted: Counter = field(default_factory=Counter)   # per drafter
+    proposed: dict[str, int] = {}  # per drafter
+    accepted: dict[str, int] = {}  # per drafter
     tokenize_ms: float = 0.0
     prefill_ms: float = 0.0
     draft_prefill_ms: float = 0.0  # the draft model reading the prompt, lazily, within draft_ms
     draft_ms: float = 0.0
     verify_ms: float = 0.0
-    total_ms: float = 0.0
-    steps: list[Step] = field(default_factory=list)
+    total_ms: float = 0.0          # the engine's time, from tokenizing to the last token
+    steps: list[Step] = []
 
     def record(self, step: Step) -> None:
         self.steps.append(step)
         self.target_forwards += 1
         self.draft_forwards += step.draft_forwards
-        self.proposed[step.drafter] += step.proposed
-        self.accepted[step.drafter] += step.accepted
+        self.proposed[step.drafter] = self.proposed.get(step.drafter, 0) + step.proposed
+        self.accepted[step.drafter] = self.accepted.get(step.drafter, 0) + step.accepted
         self.draft_ms += step.draft_ms
         self.draft_prefill_ms += step.draft_prefill_ms
         self.verify_ms += step.verify_ms
 
-    def as_dict(self) -> dict:
-        out = asdict(self)
-        out["proposed"], out["accepted"] = dict(self.proposed), dict(self.accepted)
+    def summary(self) -> dict:
+        """Every figure but the steps, as plain values (for reports printed as JSON)."""
+        out = msgspec.to_builtins(self)
+        del out["steps"]
         return out

@@ -10,32 +10,21 @@ drafter (prompt lookup) has q one-hot on its token. Ratios are taken in float32.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from specd.decoding.request import Sampler
 
-@dataclass(frozen=True)
-class Sampler:
-    """Temperature and top-p sampling; temperature 0 means greedy."""
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
 
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
-
-    def probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """The distribution to sample from: softmax(logits / T), cut to the top-p nucleus."""
-        p = torch.softmax(logits.float() / self.temperature, dim=-1)          # [..., V]
-        if self.top_p < 1.0:
-            sorted_p, order = p.sort(dim=-1, descending=True)
-            outside = sorted_p.cumsum(-1) - sorted_p >= self.top_p             # mass before it
-            sorted_p = sorted_p.masked_fill(outside, 0.0)
-            p = torch.zeros_like(p).scatter(-1, order, sorted_p)
-            p = p / p.sum(-1, keepdim=True)
-        return p
+def distribution(logits: torch.Tensor, sampler: Sampler) -> torch.Tensor:
+    """The distribution to sample from: softmax(logits / T), cut to the top-p nucleus."""
+    p = torch.softmax(logits.float() / sampler.temperature, dim=-1)            # [..., V]
+    if sampler.top_p < 1.0:
+        sorted_p, order = p.sort(dim=-1, descending=True)
+        outside = sorted_p.cumsum(-1) - sorted_p >= sampler.top_p              # mass before it
+        sorted_p = sorted_p.masked_fill(outside, 0.0)
+        p = torch.zeros_like(p).scatter(-1, order, sorted_p)
+        p = p / p.sum(-1, keepdim=True)
+    return p
 
 
 def accept_greedy(logits: torch.Tensor, draft: list[int]) -> tuple[int, int]:
@@ -50,7 +39,7 @@ def accept_greedy(logits: torch.Tensor, draft: list[int]) -> tuple[int, int]:
 def accept_sampled(logits: torch.Tensor, draft: list[int], q: torch.Tensor | None,
                    sampler: Sampler, generator: torch.Generator) -> tuple[int, int]:
     """logits [k + 1, V]; q [k, V] the draft's distributions, or None for one-hot drafts."""
-    p = sampler.probs(logits.cpu())                                            # [k + 1, V]
+    p = distribution(logits.cpu(), sampler)                                     # [k + 1, V]
     q = None if q is None else q.float().cpu()                                 # [k, V]
     for i, x in enumerate(draft):
         q_x = 1.0 if q is None else float(q[i, x])
@@ -70,7 +59,7 @@ def accept_sampled(logits: torch.Tensor, draft: list[int], q: torch.Tensor | Non
 
 def sample(logits: torch.Tensor, sampler: Sampler, generator: torch.Generator) -> int:
     """One token from the target alone: the reference the speculative sampler must match."""
-    return _sample(sampler.probs(logits.cpu()), generator)
+    return _sample(distribution(logits.cpu(), sampler), generator)
 
 
 def _uniform(generator: torch.Generator) -> float:

@@ -34,7 +34,7 @@ async def test_a_burst_of_50_the_newest_wins_and_none_is_lost(daemon, client):
     lines = {line.id: line for line in await trace_of(daemon, document, 50)}
     assert {line.cause for i, line in lines.items() if i != rest[-1].id} == {"superseded"}
     assert lines[first.id].passes_after_cancel <= 1, "the one in flight stopped at its next step"
-    assert replies[-1].stats.reused_tokens >= lines[first.id].prefilled_tokens, \
+    assert replies[-1].stats.reused_tokens >= lines[first.id].stats.prefilled_tokens, \
         "what the cancelled request prefilled stayed cached for the newest"
 
 

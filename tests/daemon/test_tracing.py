@@ -8,7 +8,8 @@ import msgspec
 
 from specd.daemon import protocol
 from specd.daemon.client import new_request_id
-from specd.daemon.tracing import PHASES, TraceRecord, TraceStep, TraceWriter, read_trace
+from specd.daemon.tracing import PHASES, TraceRecord, TraceWriter, read_trace
+from specd.decoding.stats import Stats, Step
 from tests.daemon.conftest import trace_of
 
 EPSILON_MS = 1e-6
@@ -30,11 +31,12 @@ async def test_trace_lines_parse_and_their_phases_add_up(daemon, client):
         phases = [line.phase_ms(p) for p in PHASES]
         assert min(phases) >= -EPSILON_MS, f"no phase is negative (none overlaps another): {line}"
         assert abs(sum(phases) - line.total_ms) < 1e-3, f"phases add up to the total: {line}"
-        assert abs(sum(s.draft_ms for s in line.steps) - line.draft_ms) < 1e-3
-        assert abs(sum(s.verify_ms for s in line.steps) - line.verify_ms) < 1e-3
-        assert line.outcome == "done" and line.steps and line.prompt_tokens > 0
-        assert line.reused_tokens + line.prefilled_tokens == line.prompt_tokens - 1
-    assert lines[1].reused_tokens > 0, "the same prompt again reuses the cache"
+        s = line.stats
+        assert abs(sum(step.draft_ms for step in s.steps) - s.draft_ms) < 1e-3
+        assert abs(sum(step.verify_ms for step in s.steps) - s.verify_ms) < 1e-3
+        assert line.outcome == "done" and s.steps and s.prompt_tokens > 0
+        assert s.reused_tokens + s.prefilled_tokens == s.prompt_tokens - 1
+    assert lines[1].stats.reused_tokens > 0, "the same prompt again reuses the cache"
 
 
 async def test_specd_trace_summarises_and_draws(daemon, client, tmp_path):
@@ -61,9 +63,8 @@ def test_the_trace_rotates_within_its_cap(tmp_path):
     writer = TraceWriter(path, max_bytes=8192)
     line = TraceRecord(id=0, client=1, document="d", language="", drafter="none", received_at=0.0,
                        outcome="done", cause=None, error=None, stop_reason="max_tokens", queue_ms=0.0,
-                       tokenize_ms=0.0, prefill_ms=0.0, draft_ms=0.0, verify_ms=0.0, other_ms=0.0, reply_ms=0.0,
-                       total_ms=0.0, prompt_tokens=0, reused_tokens=0, prefilled_tokens=0, new_tokens=0,
-                       passes=0, passes_after_cancel=None, steps=[TraceStep("lookup", 3, 2, 0.1, 0.2)])
+                       other_ms=0.0, reply_ms=0.0, total_ms=0.0, passes=0, passes_after_cancel=None,
+                       stats=Stats(steps=[Step("lookup", 3, 2, 0.1, 0.2)]))
     for n in range(400):
         writer.write(msgspec.structs.replace(line, id=n))
     rotated = path.with_name("trace.jsonl.1")

@@ -8,7 +8,7 @@ import pytest
 
 from specd.daemon.bench_engine import read_cases
 from specd.decoding.bench import Case, bench
-from specd.decoding.engine import RequestError
+from specd.decoding.request import RequestError
 from tests.conftest import tiny_engine
 
 CASES = [Case(prefix="def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n", suffix="\n\nprint(add(1, 2))\n"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specd.decoding.engine import CompletionRequest
+from specd.decoding.request import CompletionRequest
 from tests.conftest import tiny_engine
 
 

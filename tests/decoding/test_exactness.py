@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from specd.decoding.drafter import Proposal
-from specd.decoding.engine import CompletionRequest
+from specd.decoding.request import CompletionRequest
 from tests.conftest import tiny_engine
 from tests.tiny import make_draft, make_model
 

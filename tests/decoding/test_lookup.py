@@ -43,7 +43,7 @@ def test_index_grows_with_the_context():
 def test_a_hint_is_proposed_and_verified_not_trusted(tiny_target):
     """A hint (the rest of a suggestion being typed through) feeds lookup; the output is still
     the target's own, whether the hint is right or wrong."""
-    from specd.decoding.engine import CompletionRequest
+    from specd.decoding.request import CompletionRequest
     from tests.conftest import tiny_engine
 
     engine = tiny_engine(tiny_target)

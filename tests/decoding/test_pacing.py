@@ -4,7 +4,7 @@ cost, so these check the decisions themselves."""
 from __future__ import annotations
 
 from specd.decoding.drafter import Pacing
-from specd.decoding.engine import CompletionRequest
+from specd.decoding.request import CompletionRequest
 from tests.conftest import tiny_engine
 
 STEP_S = 0.25

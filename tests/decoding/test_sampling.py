@@ -16,7 +16,8 @@ import math
 import pytest
 import torch
 
-from specd.decoding.verify import Sampler, accept_sampled
+from specd.decoding.request import Sampler
+from specd.decoding.verify import accept_sampled, distribution
 
 V, K, N = 6, 3, 12_000
 
@@ -30,7 +31,7 @@ def target_and_draft(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def broken_accept(logits, draft, q, sampler, generator):
     """The bug: after a rejection, sample from p itself instead of norm(max(0, p - q))."""
-    p = sampler.probs(logits)
+    p = distribution(logits, sampler)
     for i, x in enumerate(draft):
         q_x = 1.0 if q is None else float(q[i, x])
         if float(torch.rand((), generator=generator)) * q_x < float(p[i, x]):
@@ -88,6 +89,6 @@ def test_the_same_check_catches_a_broken_sampler(one_hot):
 
 def test_top_p_keeps_the_nucleus_only():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
-    p = Sampler(temperature=1.0, top_p=0.8).probs(logits)[0]
+    p = distribution(logits, Sampler(temperature=1.0, top_p=0.8))[0]
     assert p[2] == 0 and p[3] == 0
     assert torch.allclose(p[:2], torch.tensor([0.625, 0.375]))

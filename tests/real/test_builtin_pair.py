@@ -11,7 +11,7 @@ import torch
 
 from specd.daemon.config import Config
 from specd.daemon.runtime import build_engine
-from specd.decoding.engine import CompletionRequest
+from specd.decoding.request import CompletionRequest
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.models.convert import is_converted
