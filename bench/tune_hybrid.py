@@ -10,10 +10,11 @@ tokens, for a whole grid of policies at once.
     .venv/bin/python bench/tune_hybrid.py --cases bench/quality.jsonl --json bench-out/tune.json
 
 Lookup's proposals come from the engine's own `LookupDrafter`, the draft's from its own
-`ModelDrafter` (same window, same cache, same steps), so the replay counts what the engine would
-do. Cost is counted in target passes, a draft-model token at `--draft-cost` of a pass (`specd
-bench` gives both times: about 0.19 on this CPU); the few percent a wider verify pass costs more
-are left out.
+`ModelDrafter` (`engine.model_drafter`: same window, same cache, same steps), and the policies are
+the engine's own rules (decoding/policy.py: `DraftStop`, `hybrid_takes_lookup`) with other
+parameters, so the replay counts what the engine would do. Cost is counted in target passes, a
+draft-model token at `--draft-cost` of a pass (`specd bench` gives both times; README, "Tuning");
+the few percent a wider verify pass costs more are left out.
 """
 
 from __future__ import annotations
@@ -29,41 +30,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specd.daemon.bench_engine import read_cases  # noqa: E402
 from specd.daemon.config import load_config  # noqa: E402
 from specd.daemon.runtime import build_engine  # noqa: E402
-from specd.decoding.draft_model import ModelDrafter  # noqa: E402
-from specd.decoding.drafter import DraftJob  # noqa: E402
-from specd.decoding.request import CompletionRequest  # noqa: E402
+from specd.decoding.drafter import DraftJob, Pacing  # noqa: E402
 from specd.decoding.kvcache import KVCache  # noqa: E402
 from specd.decoding.lookup import LookupDrafter  # noqa: E402
+from specd.decoding.policy import DraftStop, hybrid_takes_lookup  # noqa: E402
+from specd.decoding.request import CompletionRequest  # noqa: E402
 
-
-class FullLengthDrafter(ModelDrafter):
-    """The engine's draft model, never stopping early, noting the probability of each token."""
-
-    def __init__(self, engine):
-        s = engine.settings
-        super().__init__(engine.draft, s.draft_context_tokens, tuple(engine.builder.special_ids), pace=False,
-                         confidence=0.0)
-        self.seen: list[float] = []
-
-    def _probability(self, logits, token, q) -> float:
-        p = super()._probability(logits, token, q)
-        self.seen.append(p)
-        return p
+NEVER = DraftStop(confidence=0.0)  # a proposal runs to full length; the replay applies the rule after
 
 
 def record(engine, case, max_tokens: int) -> dict:
-    """The case's greedy tokens, and after each prefix of them the draft's full-length proposal."""
+    """The case's greedy tokens, and after each prefix of them the draft's full-length proposal
+    with the probability it gave each token."""
     request = CompletionRequest(prefix=case.prefix, suffix=case.suffix, document="tune", max_tokens=max_tokens,
                                 drafter="lookup", stop_at_suffix=False, reuse=False)
     tokens = engine.complete(request).tokens   # lookup is exact: these are plain greedy's tokens
-    prompt = engine.builder.build(case.prefix, case.suffix)
-    drafter = FullLengthDrafter(engine)
-    drafter.begin(DraftJob(prompt, draft_cache=KVCache(engine.draft.model, engine.settings.draft_capacity)))
+    prompt = engine.build_prompt(case.prefix, case.suffix)
+    cache = KVCache(engine.draft.model, engine.settings.draft_capacity)
+    proposer = engine.model_drafter(Pacing(judge=False), NEVER).begin(DraftJob(prompt, draft_cache=cache))
     chains = []
     for i in range(len(tokens)):
-        drafter.seen = []
-        proposal = drafter.propose(prompt.ids + tokens[:i], engine.settings.width - 1)
-        chains.append((proposal.tokens, drafter.seen))
+        proposal = proposer.propose(prompt.ids + tokens[:i], engine.settings.width - 1)
+        chains.append((proposal.tokens, proposal.token_probs))
     return {"prompt": prompt, "tokens": tokens, "chains": chains}
 
 
@@ -74,31 +62,19 @@ def agree(proposal: list[int], tokens: list[int], i: int) -> int:
     return n
 
 
-def cut(probs: list[float], cumulative: bool, confidence: float) -> int:
-    """How many tokens a proposal keeps: it ends after the token where the draft's confidence (its
-    probability, or the product of the probabilities so far) falls below `confidence`."""
-    sure = 1.0
-    for n, p in enumerate(probs, 1):
-        sure = sure * p if cumulative else p
-        if sure < confidence:
-            return n
-    return len(probs)
-
-
-def replay(rec: dict, width: int, min_match: int, cumulative: bool, confidence: float,
-           shrink: bool) -> tuple[int, int]:
-    """(target passes, draft tokens) of one case under one policy. `shrink`: a proposal is also at
-    most one longer than what the last one got accepted, growing by two after a full acceptance."""
-    lookup = LookupDrafter()
-    lookup.begin(DraftJob(rec["prompt"]))
+def replay(rec: dict, width: int, ngram: int, min_match: int, stop: DraftStop, shrink: bool) -> tuple[int, int]:
+    """(target passes, draft tokens) of one case under one policy: the engine's own rules
+    (decoding/policy.py) with these parameters. `shrink`: a proposal is also at most one longer
+    than what the last one got accepted, growing by two after a full acceptance."""
+    lookup = LookupDrafter(ngram).begin(DraftJob(rec["prompt"]))
     tokens, i, passes, drafted, k = rec["tokens"], 0, 0, 0, 3 if shrink else width - 1
     while i < len(tokens):
         found = lookup.propose(rec["prompt"].ids + tokens[:i], width - 1)
-        if found.match >= min_match:
+        if hybrid_takes_lookup(found.match, min_match):
             accepted = agree(found.tokens, tokens, i)
         else:
             chain, probs = rec["chains"][i]
-            proposed = min(k, cut(probs, cumulative, confidence))
+            proposed = min(k, stop.kept(probs))
             accepted = agree(chain[:proposed], tokens, i)
             drafted += proposed
             if shrink:
@@ -117,7 +93,7 @@ def main() -> int:
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     engine = build_engine(load_config(None))
-    width = engine.settings.width
+    width, ngram = engine.settings.width, engine.settings.lookup_ngram
     records = []
     for n, case in enumerate(read_cases(args.cases, None)):
         records.append(record(engine, case, args.max_tokens))
@@ -128,11 +104,11 @@ def main() -> int:
     for min_match, cumulative, confidence, shrink in grid:
         passes = drafted = 0
         for rec in records:
-            a, b = replay(rec, width, min_match, cumulative, confidence, shrink)
+            a, b = replay(rec, width, ngram, min_match, DraftStop(confidence, cumulative), shrink)
             passes, drafted = passes + a, drafted + b
         rows.append({"min_match": min_match, "cumulative": cumulative, "confidence": confidence, "shrink": shrink,
                      "passes": passes, "draft_tokens": drafted, "cost": round(passes + args.draft_cost * drafted, 1)})
-    lookup_only = sum(replay(r, width, 0, False, 0.0, False)[0] for r in records)
+    lookup_only = sum(replay(r, width, ngram, 0, NEVER, False)[0] for r in records)
     print(f"{len(records)} cases, {total} tokens: plain greedy {total} passes, lookup alone {lookup_only}")
     print("min_match  confidence          shrink  passes  draft tokens  cost (passes)")
     for row in sorted(rows, key=lambda r: r["cost"])[:args.top]:

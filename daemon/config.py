@@ -16,6 +16,7 @@ import msgspec
 
 from specd.decoding.errors import UserError
 from specd.decoding.registry import DEFAULT_DRAFTER, DrafterName
+from specd.decoding.settings import EngineSettings
 
 # No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
 # engine's modules are imported only where an engine is built.
@@ -32,22 +33,6 @@ class Models(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dtype: str = "auto"              # auto | bf16 | fp16 | fp32
     draft_quantize: Literal["auto", "int8", "none"] = "auto"  # auto: int8 on the CPU
     cache_dir: str = ""              # default: $SPECD_CACHE_DIR, else $XDG_CACHE_HOME/specd
-
-
-class Engine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    width: int = 8                   # rows of every target pass; drafts are at most width - 1
-    prefill_chunk: int = 128         # tokens per prefill pass (the cancel granularity)
-    prefix_tokens: int = 1024
-    suffix_tokens: int = -1          # -1: the measured default for the device (cpu 32, gpu 256)
-    extra_tokens: int = 0            # other open files in the prompt (always used by lookup)
-    max_tokens_limit: int = 256
-    draft_context_tokens: int = 384
-    fim_template: str = "auto"
-    lookup_ngram: int = 8
-    hybrid_min_match: int = 2
-    narrow_passes: bool = True       # pad a pass only to the smallest width measured to give the same bits
-    draft_confidence: float = 0.5    # the draft stops once the product of its tokens' probabilities is less
-    cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
 
 
 class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -77,7 +62,7 @@ class Lsp(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     models: Models = Models()
-    engine: Engine = Engine()
+    engine: EngineSettings = EngineSettings()   # the engine's own settings (decoding/settings.py)
     completion: Completion = Completion()
     daemon: Daemon = Daemon()
     lsp: Lsp = Lsp()
@@ -86,26 +71,6 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         from specd.models.specs import default_cache_dir
 
         return Path(self.models.cache_dir).expanduser() if self.models.cache_dir else default_cache_dir()
-
-    def engine_settings(self, device_type: str):
-        """The engine's settings (a decoding.engine.EngineSettings) for a device type."""
-        from specd.decoding.engine import EngineSettings
-        from specd.decoding.prompt import Budget
-
-        e = self.engine
-        suffix = e.suffix_tokens if e.suffix_tokens >= 0 else SUFFIX_DEFAULT[device_type == "cuda"]
-        return EngineSettings(
-            width=e.width, prefill_chunk=e.prefill_chunk,
-            budget=Budget(prefix=e.prefix_tokens, suffix=suffix, extra=e.extra_tokens),
-            max_tokens_limit=e.max_tokens_limit, draft_context_tokens=e.draft_context_tokens,
-            fim_template=e.fim_template, lookup_ngram=e.lookup_ngram,
-            hybrid_min_match=e.hybrid_min_match, draft_confidence=e.draft_confidence,
-            narrow_passes=e.narrow_passes,
-            cache_budget_bytes=e.cache_memory_mb << 20)
-
-
-# Suffix budget by device (cpu, gpu): a keystroke recomputes the suffix, so the CPU keeps it short.
-SUFFIX_DEFAULT = (32, 256)
 
 
 def config_path() -> Path:

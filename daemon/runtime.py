@@ -40,7 +40,7 @@ def load_models(config: Config, pull: bool = False,
 
 def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
     target, draft = load_models(config, pull, progress)
-    engine = Engine(target, draft, config.engine_settings(target.device.type))
+    engine = Engine(target, draft, config.engine)  # the device's defaults filled in by the engine
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
         progress(note)
     return engine

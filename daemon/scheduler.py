@@ -59,9 +59,7 @@ class PassCounter:
 
     def __init__(self, engine: Engine):
         self.count = 0
-        for loaded in (engine.target, engine.draft):
-            if loaded is not None:
-                loaded.model.register_forward_pre_hook(self._tick)
+        engine.on_forward(self._tick)
 
     def _tick(self, module, args) -> None:
         self.count += 1

@@ -192,7 +192,7 @@ class Server:
             target=str(e.target.spec), draft=str(e.draft.spec) if e.draft else "none",
             device=str(e.target.device), dtype=str(e.target.dtype).removeprefix("torch."),
             socket=str(self.paths.socket), tcp_port=self.config.daemon.tcp_port, rss_mb=rss_mb(),
-            cache_mb=e.pool.nbytes() / 2**20, cache_documents=len(e.pool.slots),
+            cache_mb=e.cache_bytes() / 2**20, cache_documents=e.cached_documents(),
             served=m.served, cancelled=m.cancelled, errors=m.errors, reuse=m.reuse(),
             acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
             forward_passes=self.scheduler.passes.count, active=self.scheduler.active(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -49,7 +49,7 @@ def run_engine(engine: Engine, case: Case, mode: str, max_tokens: int, tag: str,
                                 max_tokens=max_tokens, drafter=mode, single_line=single_line,
                                 stop_at_suffix=False)
     result = engine.complete(request)
-    engine.pool.drop(request.document)  # the next mode starts cold too
+    engine.forget(request.document)  # the next mode starts cold too
     s = result.stats
     # Prefill is both models reading the prompt: the draft reads its window lazily, on its first
     # proposal, so that lookup-served requests never pay for it, but it is prompt work all the same
@@ -66,7 +66,7 @@ def run_anchor(engine: Engine, case: Case, mode: str, max_tokens: int) -> Run:
     engine. Two things fall in the anchors' favour: their first token comes out of their prefill,
     the engine's out of its first decoding pass; and hf-assisted's draft reads the prompt before
     the target's first forward, so it lands in prefill, where the engine counts it in decode."""
-    ids = engine.builder.build(case.prefix, case.suffix).ids
+    ids = engine.build_prompt(case.prefix, case.suffix).ids
     model, device = engine.target.model, engine.target.device
     kwargs = {}
     if mode == "hf-assisted":
@@ -77,7 +77,7 @@ def run_anchor(engine: Engine, case: Case, mode: str, max_tokens: int) -> Run:
         kwargs["prompt_lookup_num_tokens"] = 10
     prefilled: list[float] = []
     hook = model.register_forward_hook(lambda *_: prefilled.append(time.perf_counter()) if not prefilled else None)
-    stops = sorted(engine.builder.stop_ids)
+    stops = sorted(engine.stop_ids)
     started = time.perf_counter()
     try:
         with torch.inference_mode(), stock_attention(model, kwargs.get("assistant_model")):
@@ -89,7 +89,7 @@ def run_anchor(engine: Engine, case: Case, mode: str, max_tokens: int) -> Run:
         hook.remove()
     end = time.perf_counter()
     tokens = out[0, len(ids):].tolist()
-    cut = next((i for i, t in enumerate(tokens) if t in engine.builder.stop_ids), len(tokens))
+    cut = next((i for i, t in enumerate(tokens) if t in engine.stop_ids), len(tokens))
     tokens = tokens[:cut]
     return Run(tokens, engine.target.tokenizer.decode(tokens), prefilled[0] - started, end - prefilled[0], 0, 0, 0)
 
@@ -168,7 +168,7 @@ def suffix_sweep(engine: Engine, cases: list[Case], budgets: list[int], max_toke
     """First-line quality per suffix budget (plain greedy, single line), and what a keystroke
     costs at each: every budget runs on the case's cached prefix, so its prefill time is the
     recomputation of the suffix that a keystroke at the cursor forces."""
-    trial = engine.with_settings(budget=replace(engine.settings.budget, suffix=max(budgets)))
+    trial = engine.with_settings(suffix_tokens=max(budgets))
     right = {b: 0 for b in budgets}
     prefill_s = {b: 0.0 for b in budgets}
     for i, case in enumerate(cases):
@@ -182,7 +182,7 @@ def suffix_sweep(engine: Engine, cases: list[Case], budgets: list[int], max_toke
                 drafter="none", single_line=True, suffix_tokens=budget))
             right[budget] += first_line(result.text) == first_line(case.middle) != ""
             prefill_s[budget] += result.stats.prefill_ms / 1e3
-        trial.pool.drop(document)
+        trial.forget(document)
         progress(f"case {i + 1}/{len(cases)}: first lines right so far " +
                  ", ".join(f"{b}:{right[b]}" for b in budgets))
     return {"suffix_budgets": {str(b): {

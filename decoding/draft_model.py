@@ -2,19 +2,12 @@
 
 It has its own KV cache with the same prefix reuse as the target. Its prompt is a shorter window
 of the target's (the prefix's last `context_tokens`, cut at a multiple of `ALIGN` tokens so that
-consecutive keystrokes share it), because on a CPU the draft's prefill costs nearly half the
+consecutive keystrokes share it), because on a CPU the draft's prefill costs a good part of the
 target's. It prefills lazily, on its first proposal, so requests lookup serves never pay for it.
 
-A proposal runs up to the pass's width and ends early where the draft is unsure: once the product
-of the probabilities it gave its tokens so far falls below `confidence`. The built-in draft is
-well calibrated (right 97% of the time at p >= 0.9, half the time at 0.4-0.5), so that product
-is the odds that the whole proposal is accepted; below it, the next token's expected saving is
-worth less than the draft pass it costs (on this CPU a fifth of a target pass), and the target
-checks what there is. That stop is the only length rule. `bench/tune_hybrid.py` replays policies
-on recorded tokens; on the 40 held-out quality cases it ranked this rule at 0.5 first (with 0.4),
-ahead of a per-token threshold and of also capping a proposal at one past what the last one got
-accepted (README "Tuning"). Whether drafting pays at all is `Pacing`'s call, judged on drafting
-time alone, not on the one-off prefill.
+A proposal runs up to the pass's width and ends where `DraftStop` (decoding/policy.py) says the
+draft is unsure. Whether drafting pays at all is the mode's `Pacing` (decoding/drafter.py),
+judged on drafting time alone, not on the one-off prefill.
 """
 
 from __future__ import annotations
@@ -25,68 +18,71 @@ import torch
 
 from specd.decoding.drafter import DraftJob, Pacing, Proposal
 from specd.decoding.forward import draft_step, prefill
-from specd.decoding.kvcache import KVCache
 from specd.decoding.loaded import LoadedModel
+from specd.decoding.policy import DraftStop
 from specd.decoding.prompt import Prompt
-from specd.decoding.request import Sampler
+from specd.decoding.settings import window_capacity
 from specd.decoding.verify import distribution
 
 ALIGN = 64
-CHUNK = 512  # prefill tokens per draft pass: the draft reads ~4x faster than the target, so a
-             # chunk of 512 takes less time than a target chunk of 128 (cancel checks stay as often)
-
-
-def window_capacity(context_tokens: int) -> int:
-    """The most tokens `ModelDrafter.window` holds: the prefix's tail, the suffix's head, 3 marks."""
-    return context_tokens + context_tokens // 4 + 3
+CHUNK = 512  # prefill tokens per draft pass: the draft reads several times faster than the target,
+             # so a chunk of 512 takes about what a target chunk of 128 does (cancel checks stay as often)
 
 
 class ModelDrafter:
+    """The draft model for one mode: what it learns across requests is `pacing`, its own."""
     name = "draft"
 
-    def __init__(self, draft: LoadedModel, context_tokens: int,
-                 fim_ids: tuple[int, int, int], pace: bool = True, confidence: float = 0.5):
+    def __init__(self, draft: LoadedModel, context_tokens: int, fim_ids: tuple[int, int, int],
+                 pacing: Pacing, stop: DraftStop):
         self.model, self.context_tokens, self.fim_ids = draft.model, context_tokens, fim_ids
-        self.confidence = confidence
-        self.prefill_s = 0.0  # of the current proposal: kept out of the payoff, reported as prefill
-        self.pacing = Pacing(judge=pace)
-        self.prompt: list[int] = []
-        self.offset = 0
-        self.job = DraftJob(Prompt([], [], []))
-        self.cache: KVCache | None = None
-        self.forwards = 0  # passes in the current proposal
+        self.pacing, self.stop = pacing, stop
 
-    def begin(self, job: DraftJob) -> None:
-        assert job.draft_cache is not None, "the draft model needs the document's draft cache"
-        self.job, self.cache = job, job.draft_cache
-        self.prompt = self.window(job.prompt)
-        self.offset = len(job.prompt.ids)  # generated tokens start here in the target's context
+    def begin(self, job: DraftJob) -> ModelProposer:
+        return ModelProposer(self, job)
 
     def window(self, prompt: Prompt) -> list[int]:
         pre, suf, mid = self.fim_ids
         cut = max(0, len(prompt.prefix_ids) - self.context_tokens)
         cut = -(-cut // ALIGN) * ALIGN  # round up to an aligned start
-        return [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
+        window = [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
+        assert len(window) <= window_capacity(self.context_tokens), "the draft cache is sized to the window"
+        return window
+
+
+class ModelProposer:
+    """One request's drafting with the draft model, on the document's draft cache."""
+
+    def __init__(self, drafter: ModelDrafter, job: DraftJob):
+        assert job.draft_cache is not None, "the draft model needs the document's draft cache"
+        self.drafter, self.model, self.job, self.cache = drafter, drafter.model, job, job.draft_cache
+        self.prompt = drafter.window(job.prompt)
+        self.offset = len(job.prompt.ids)  # generated tokens start here in the target's context
+        self.forwards = 0                  # passes in the current proposal
+        self.prefill_s = 0.0               # of the current proposal: kept out of the payoff, reported as prefill
 
     def propose(self, context: list[int], limit: int) -> Proposal:
-        if limit <= 0 or not self.pacing.pays():
-            return Proposal([], self.name)
+        name, stop = self.drafter.name, self.drafter.stop
+        if limit <= 0 or not self.drafter.pacing.pays():
+            return Proposal([], name)
         self.forwards, self.prefill_s = 0, 0.0
         logits = self._catch_up(self.prompt + context[self.offset:])
         if logits is None:
-            return Proposal([], self.name, forwards=self.forwards, prefill_s=self.prefill_s)  # cancelled
-        tokens, probs, sure = [], [], 1.0
+            return Proposal([], name, forwards=self.forwards, prefill_s=self.prefill_s)  # cancelled
+        tokens, probs, seen, sure = [], [], [], 1.0
         for j in range(limit):
-            token, q = self._pick(logits, self.job.sampler)
+            token, q = self._pick(logits)
             tokens.append(token)
             probs.append(q)
-            sure *= self._probability(logits, token, q)  # the odds that all so far are right
-            if j + 1 == limit or sure < self.confidence or self.job.cancelled():
+            seen.append(self._probability(logits, token, q))
+            sure = stop.sure(sure, seen[-1])
+            if j + 1 == limit or stop.stops(sure) or self.job.cancelled():
                 break
             logits = draft_step(self.model, self.cache, [token])
             self.forwards += 1
         stacked = None if self.job.sampler.greedy else torch.stack(probs[: len(tokens)])
-        return Proposal(tokens, self.name, probs=stacked, forwards=self.forwards, prefill_s=self.prefill_s)
+        return Proposal(tokens, name, probs=stacked, forwards=self.forwards, prefill_s=self.prefill_s,
+                        token_probs=seen)
 
     def _catch_up(self, wanted: list[int]) -> torch.Tensor | None:
         """Bring the cache to `wanted` and return the logits after its last token."""
@@ -104,7 +100,8 @@ class ModelDrafter:
         self.forwards += 1
         return draft_step(self.model, self.cache, wanted[reuse:])
 
-    def _pick(self, logits: torch.Tensor, sampler: Sampler) -> tuple[int, torch.Tensor | None]:
+    def _pick(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
+        sampler = self.job.sampler
         if sampler.greedy:
             return int(logits.argmax()), None
         q = distribution(logits.cpu(), sampler)
@@ -115,4 +112,4 @@ class ModelDrafter:
         return float(q[token] if q is not None else torch.softmax(logits.float(), -1)[token])
 
     def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
-        self.pacing.update(len(proposal.tokens), accepted, propose_s - proposal.prefill_s, step_s)
+        self.drafter.pacing.update(len(proposal.tokens), accepted, propose_s - proposal.prefill_s, step_s)

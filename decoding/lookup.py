@@ -53,10 +53,17 @@ class LookupDrafter:
 
     def __init__(self, max_ngram: int = 8):
         self.max_ngram = max_ngram
-        self.context = NgramIndex()
-        self.others: list[NgramIndex] = []
 
-    def begin(self, job: DraftJob) -> None:
+    def begin(self, job: DraftJob) -> LookupProposer:
+        return LookupProposer(self.name, self.max_ngram, job)
+
+
+class LookupProposer:
+    """One request's lookup: the context's index grows with the request; the other sources are
+    indexed once, at its start."""
+
+    def __init__(self, name: str, max_ngram: int, job: DraftJob):
+        self.name, self.max_ngram = name, max_ngram
         self.context = NgramIndex()
         self.others = [NgramIndex(t) for t in [job.previous, *job.prompt.extra_ids] if t]
 

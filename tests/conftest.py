@@ -46,13 +46,14 @@ def tiny_loaded(folder: Path, role: str = "target", dtype: str = "auto", cache_d
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
                 dtype: str = "auto", **settings):
     """An engine on tiny models, loaded through the same code as the built-in pair."""
-    from specd.decoding.engine import Engine, EngineSettings
-    from specd.decoding.prompt import Budget
+    from specd.decoding.engine import Engine
+    from specd.decoding.settings import EngineSettings
 
     cache = cache_dir or target.parent / "cache"
     t = tiny_loaded(target, "target", dtype, cache)
     d = tiny_loaded(draft, "draft", dtype, cache) if draft else None
-    settings.setdefault("budget", Budget(prefix=256, suffix=64))
+    settings.setdefault("prefix_tokens", 256)
+    settings.setdefault("suffix_tokens", 64)
     settings.setdefault("max_tokens_limit", 64)
     settings.setdefault("prefill_chunk", 32)
     return Engine(t, d, EngineSettings(**settings))

@@ -13,8 +13,7 @@ class PassCounter:
 
     def __init__(self, engine, after: int):
         self.passes, self.after, self.at_cancel = 0, after, None
-        for model in [engine.target.model] + ([engine.draft.model] if engine.draft else []):
-            model.register_forward_pre_hook(self.count)
+        engine.on_forward(self.count)
 
     def count(self, module, args) -> None:
         self.passes += 1

@@ -36,8 +36,8 @@ class Oracle:
         self.truth, self.prompt_len, self.vocab, self.wrong = truth, prompt_len, vocab, wrong
         self.name = "wrong" if wrong else "oracle"
 
-    def begin(self, job) -> None:
-        pass
+    def begin(self, job) -> Oracle:
+        return self  # its own proposer: it keeps no state
 
     def propose(self, context: list[int], limit: int) -> Proposal:
         done = len(context) - self.prompt_len  # tokens generated so far (incl. the pending one)
@@ -82,9 +82,10 @@ def test_every_drafter_gives_plain_greedy_tokens(engine, prompt):
 def test_right_and_wrong_drafts_change_nothing(engine, wrong):
     prefix, suffix = REPEATING
     plain = engine.complete(request(prefix, suffix, "none", "plain"))
-    prompt_len = len(engine.builder.build(prefix, suffix).ids)
-    engine.drafters["oracle"] = Oracle(plain.tokens + [0] * 8, prompt_len, engine.target.model.config.vocab_size, wrong)
-    result = engine.complete(request(prefix, suffix, "oracle", f"oracle-{wrong}"))
+    prompt_len = len(engine.build_prompt(prefix, suffix).ids)
+    oracle = Oracle(plain.tokens + [0] * 8, prompt_len, engine.target.model.config.vocab_size, wrong)
+    engine.add_drafter(oracle)
+    result = engine.complete(request(prefix, suffix, oracle.name, f"oracle-{wrong}"))
     assert result.tokens == plain.tokens
     steps = result.stats.steps
     if wrong:
@@ -111,13 +112,13 @@ def test_plain_greedy_is_hugging_face_greedy(tiny_dir):
     engine = tiny_engine(target, dtype="fp32")
     prefix, suffix = REPEATING
     plain = engine.complete(request(prefix, suffix, "none", "fp32", max_tokens=30))
-    ids = engine.builder.build(prefix, suffix).ids
+    ids = engine.build_prompt(prefix, suffix).ids
     with torch.inference_mode():
         out = engine.target.model.generate(torch.tensor([ids], device=engine.target.device), max_new_tokens=30, do_sample=False,
-                                           eos_token_id=sorted(engine.builder.stop_ids),
+                                           eos_token_id=sorted(engine.stop_ids),
                                            pad_token_id=engine.pad_id)
     reference = out[0, len(ids):].tolist()
-    stop = next((i for i, t in enumerate(reference) if t in engine.builder.stop_ids), len(reference))
+    stop = next((i for i, t in enumerate(reference) if t in engine.stop_ids), len(reference))
     assert plain.tokens == reference[:stop]
 
 

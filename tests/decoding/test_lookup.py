@@ -13,25 +13,22 @@ def job(ids: list[int], previous: list[int] = (), extras: list[list[int]] = ()) 
 
 def test_longest_match_in_the_context():
     context = [1, 2, 3, 4, 9, 9, 2, 3, 4, 5, 6, 7, 8, 2, 3, 4]
-    drafter = LookupDrafter(max_ngram=8)
-    drafter.begin(job(context))
-    p = drafter.propose(context, 3)
+    proposer = LookupDrafter(max_ngram=8).begin(job(context))
+    p = proposer.propose(context, 3)
     assert p.tokens == [5, 6, 7] and p.match == 3  # "2 3 4" then 5 beats the older "2 3 4" then 9
 
 
 def test_nothing_to_propose_when_the_last_token_is_new():
-    drafter = LookupDrafter()
-    drafter.begin(job([1, 2, 3]))
-    assert drafter.propose([1, 2, 3, 42], 4).tokens == []
+    proposer = LookupDrafter().begin(job([1, 2, 3]))
+    assert proposer.propose([1, 2, 3, 42], 4).tokens == []
 
 
 def test_previous_completion_and_extra_texts_are_sources():
-    drafter = LookupDrafter()
-    drafter.begin(job([10, 11], previous=[11, 12, 13, 14], extras=[[50, 11, 12, 99]]))
-    p = drafter.propose([10, 11, 12], 2)
+    proposer = LookupDrafter().begin(job([10, 11], previous=[11, 12, 13, 14], extras=[[50, 11, 12, 99]]))
+    p = proposer.propose([10, 11, 12], 2)
     assert p.tokens == [13, 14], "the previous completion beats an extra text on an equal match"
-    drafter.begin(job([10, 11], extras=[[7, 10, 11, 60, 61]]))
-    assert drafter.propose([10, 11], 2).tokens == [60, 61]
+    proposer = LookupDrafter().begin(job([10, 11], extras=[[7, 10, 11, 60, 61]]))
+    assert proposer.propose([10, 11], 2).tokens == [60, 61]
 
 
 def test_index_grows_with_the_context():

@@ -3,7 +3,9 @@ cost, so these check the decisions themselves."""
 
 from __future__ import annotations
 
-from specd.decoding.drafter import Pacing
+from specd.decoding.drafter import DraftJob, Pacing
+from specd.decoding.kvcache import KVCache
+from specd.decoding.policy import DraftStop
 from specd.decoding.request import CompletionRequest
 from tests.conftest import tiny_engine
 
@@ -49,3 +51,36 @@ def test_the_draft_stops_after_a_token_it_is_unsure_of_and_else_fills_the_pass(t
     always_sure = _draft_lengths(sure, prefix)
     assert never_sure and set(never_sure) == {1}
     assert always_sure and set(always_sure) == {sure.settings.width - 1}  # rejections do not shorten it
+
+
+def test_each_mode_paces_the_draft_model_on_its_own(tiny_target, tiny_draft):
+    """"draft" sitting out says nothing of "hybrid": each mode learns its own pacing."""
+    engine = tiny_engine(tiny_target, tiny_draft)
+    engine.pacing["draft"].resting = 1000     # as if "draft" had been found not to pay, many times over
+    prefix = "x = [alpha, beta, gamma]\nprint(x)\n"  # little for lookup to match: hybrid asks the draft
+    hybrid = engine.complete(CompletionRequest(prefix=prefix, drafter="hybrid", max_tokens=16, document="h",
+                                               stop_at_suffix=False))
+    assert hybrid.stats.proposed.get("draft", 0) > 0, "hybrid's draft model proposes while draft's rests"
+    assert not _draft_lengths(engine, prefix), "the draft mode itself still sits out"
+
+
+def test_the_tuners_replay_of_the_stop_rule_is_the_engines(tiny_target, tiny_draft):
+    """bench/tune_hybrid.py cuts full-length proposals with DraftStop.kept; the engine's drafter
+    stops at the same token, so the replay counts what the engine does."""
+    engine = tiny_engine(tiny_target, tiny_draft)
+    prefix, width = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n", engine.settings.width
+    plain = engine.complete(CompletionRequest(prefix=prefix, drafter="none", max_tokens=12, document="plain",
+                                              stop_at_suffix=False)).tokens
+    prompt = engine.build_prompt(prefix)
+    job = lambda: DraftJob(prompt, draft_cache=KVCache(engine.draft.model, engine.settings.draft_capacity))  # noqa: E731
+    full = engine.model_drafter(Pacing(judge=False), DraftStop(0.0)).begin(job())
+    lengths = set()
+    for confidence in (0.3, 0.6, 0.9):
+        cut = engine.model_drafter(Pacing(judge=False), DraftStop(confidence)).begin(job())
+        for i in range(len(plain)):
+            whole = full.propose(prompt.ids + plain[:i], width - 1)
+            stopped = cut.propose(prompt.ids + plain[:i], width - 1)
+            assert len(whole.tokens) == len(whole.token_probs) == width - 1
+            assert stopped.tokens == whole.tokens[:DraftStop(confidence).kept(whole.token_probs)]
+            lengths.add(len(stopped.tokens))
+    assert len(lengths) > 1, "the rule cut proposals at different lengths"

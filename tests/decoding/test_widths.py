@@ -8,7 +8,6 @@ import torch
 
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
-from specd.decoding.prompt import Budget
 from specd.decoding.widths import Nondeterministic, check_repeatable, smallest_equivalent_width
 from tests.conftest import tiny_engine
 
@@ -16,7 +15,7 @@ from tests.conftest import tiny_engine
 def test_every_width_from_the_measured_low_one_gives_the_largest_ones_bits(tiny_target):
     # Cache lengths from a few tokens to nearly full: attention over many keys is where a 1-row
     # pass parts from wider ones on this CPU, so a probe of short prompts only would be fooled.
-    engine = tiny_engine(tiny_target, budget=Budget(prefix=1200, suffix=64))
+    engine = tiny_engine(tiny_target, prefix_tokens=1200, suffix_tokens=64)
     model, largest, capacity = engine.target.model, engine.settings.width, engine.settings.capacity
     low = smallest_equivalent_width(model, capacity, largest, engine.pad_id, len(engine.target.tokenizer))
     assert 1 <= low <= largest and low == engine.low_width

@@ -1,0 +1,62 @@
+"""The engine's settings: what the config's [engine] section decodes into, as it is.
+
+One frozen Struct, so a setting is named, typed and defaulted once: the daemon's config file
+(daemon/config.py checks the ranges and names the key) and callers that build an engine in code
+(tests, bench/) fill the same fields. Torch-free: the config is read where no engine loads.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from specd.decoding.prompt import Budget
+
+# The suffix budget by device (cpu, gpu), for suffix_tokens = -1: a keystroke at the cursor
+# recomputes the suffix, so the CPU keeps it short (`specd bench --suffix-budgets` measures it).
+SUFFIX_DEFAULT = (32, 256)
+
+
+class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    width: int = 8                   # rows of every target pass; drafts are at most width - 1
+    prefill_chunk: int = 128         # tokens per prefill pass (the cancel granularity)
+    prefix_tokens: int = 1024
+    suffix_tokens: int = -1          # -1: the measured default for the device (SUFFIX_DEFAULT)
+    extra_tokens: int = 0            # other open files in the prompt (always used by lookup)
+    max_tokens_limit: int = 256      # the most a request may ask for; sizes the caches
+    draft_context_tokens: int = 384  # the draft model reads this much of the prefix (and a quarter as much suffix)
+    fim_template: str = "auto"
+    lookup_ngram: int = 8
+    hybrid_min_match: int = 2        # hybrid: prompt lookup when it matches this many tokens, else the draft
+    narrow_passes: bool = True       # pad a pass only to the smallest width measured to give the same
+                                     # bits as `width` (at start-up: decoding/widths.py)
+    draft_confidence: float = 0.5    # the draft stops once the product of its tokens' probabilities is less
+    cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
+    pace_drafts: bool = True         # rest the draft model while it costs more than it saves
+
+    def for_device(self, device_type: str) -> EngineSettings:
+        """These settings with the device's defaults filled in (suffix_tokens = -1)."""
+        if self.suffix_tokens >= 0:
+            return self
+        return msgspec.structs.replace(self, suffix_tokens=SUFFIX_DEFAULT[device_type == "cuda"])
+
+    @property
+    def budget(self) -> Budget:
+        assert self.suffix_tokens >= 0, "the device's suffix default is filled in (for_device) first"
+        return Budget(prefix=self.prefix_tokens, suffix=self.suffix_tokens, extra=self.extra_tokens)
+
+    @property
+    def capacity(self) -> int:
+        b = self.budget
+        return b.prefix + b.suffix + b.extra + 16 + self.max_tokens_limit + self.width
+
+    @property
+    def draft_capacity(self) -> int:
+        """The draft reads a shorter window (decoding/draft_model.py), and its static cache is
+        sized to it: every draft step attends over the whole cache."""
+        return window_capacity(self.draft_context_tokens) + self.max_tokens_limit + self.width
+
+
+def window_capacity(context_tokens: int) -> int:
+    """The most tokens the draft model's window holds (`ModelDrafter.window`): the prefix's tail,
+    the suffix's head (a quarter as long), and 3 marks."""
+    return context_tokens + context_tokens // 4 + 3
