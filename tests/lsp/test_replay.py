@@ -41,8 +41,7 @@ async def test_replay_reports_what_the_keyboard_felt(specd_env, tmp_path, reuse_
     # What the report counts, counted here from what the server sent back: a suggestion with text.
     with_text = [s for s in outcome.sent if s.answered_at is not None and s.text.strip()]
     assert with_text, "some keystroke got a suggestion (else the figures below say nothing)"
-    assert report["answered"] == len(with_text)
-    assert report["answered_share"] == round(len(with_text) / 6, 3) > 0
+    assert report["answered"] == len(with_text)    # the share and the rest: test_typist.py, by hand
     latencies = sorted((s.answered_at - s.at) * 1e3 for s in with_text)
     assert round(latencies[0], 1) <= report["p50_ms"] <= report["p95_ms"] <= round(latencies[-1], 1)
     if reuse_and_cancel:
@@ -72,10 +71,9 @@ def test_a_replay_with_pauses_across_a_folder_reports_each_pause(specd_env, tmp_
     pauses = sum(k.pause for p in passages for k in schedule(p.typed, 20, 400))
     assert report["passages"] == 3 and report["sent"] == 24 and report["chars_typed"] == 24
     assert report["pauses"] == pauses >= 3, "at least the last key of each passage is a pause"
-    assert 0 <= report["shown"] <= pauses and report["shown_share"] == round(report["shown"] / pauses, 3)
+    assert 1 <= report["shown"] <= pauses, "ghost text arrived in some pause (else the figures say nothing)"
     assert report["warm_p50_ms"] > 0, "each passage was opened with a request waited for"
-    if report["shown"]:
-        assert report["pause_p50_ms"] <= report["pause_p95_ms"]
+    assert 0 < report["pause_p50_ms"] <= report["pause_p95_ms"]
     assert 0 <= report["chars_saved"] <= 24
 
 

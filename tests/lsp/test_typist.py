@@ -72,3 +72,18 @@ def test_pause_figures_count_what_arrived_before_the_next_key():
     # "cd" at key 2 covers keys 3 and 4; the late "ef" and the wrong "zz" save nothing
     assert figures["chars_saved"] == 4 and figures["chars_typed"] == 16
     assert "model_s_done" not in figures, "no trace: no model time is claimed"
+
+
+def test_keystroke_figures_count_only_suggestions_with_text():
+    """answered_share, p50/p95 and match_rate over hand-made records: an empty answer, a
+    cancelled request and an unanswered one are not suggestions."""
+    sent = [Sent(0.0, "return x\n", answered_at=0.1, text="return x"),      # right, 100 ms
+            Sent(1.0, "return y\n", answered_at=1.3, text="return z"),      # wrong, 300 ms
+            Sent(2.0, "pass\n", answered_at=2.05, text="  \n"),             # blank: not a suggestion
+            Sent(3.0, "pass\n", cancelled=True),                           # cancelled, never answered
+            Sent(4.0, "x = 1\n")]                                          # never answered
+    figures = report([Outcome("file:///k.py", started=0.0, sent=sent)])
+    assert figures["sent"] == 5 and figures["answered"] == 2 and figures["answered_share"] == 0.4
+    assert figures["p50_ms"] == 200.0 and figures["p95_ms"] == 290.0
+    assert figures["match_rate"] == 0.5 and figures["cancelled_by_client"] == 1
+    assert report([Outcome("file:///k.py", started=0.0, sent=sent[2:])])["answered_share"] == 0.0
