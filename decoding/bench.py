@@ -138,7 +138,7 @@ def bench(engine: Engine, cases: list[Case], modes: list[str], max_tokens: int,
           progress=print) -> dict:
     """Run every case in every mode; `none` first when asked for, as the baseline. Modes take turns
     case by case, so that a shared machine's slow minutes fall on every mode alike rather than on
-    whichever ran then (on this project's VM the same pass varies by ±20% over minutes)."""
+    whichever ran then (on a shared machine the same pass varies over minutes)."""
     narrow = None
     order = sorted(modes, key=lambda m: m != "none")
     runs: dict[str, list[Run]] = {mode: [] for mode in order}

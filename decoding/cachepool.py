@@ -62,4 +62,4 @@ class CachePool:
         self.slots.pop(document, None)
 
     def nbytes(self) -> int:
-        return sum(s.target.nbytes() + (s.draft.nbytes() if s.draft else 0) for s in self.slots.values())
+        return sum(s.target.nbytes() + (s.draft.nbytes() if s.draft is not None else 0) for s in self.slots.values())

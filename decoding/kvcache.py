@@ -27,9 +27,6 @@ class KVCache:
         self.past = StaticCache(config=model.config, max_cache_len=capacity)
         self.tokens: list[int] = []  # ids whose KV is in `past`, position by position
 
-    def __len__(self) -> int:
-        return len(self.tokens)
-
     def common_prefix(self, ids: list[int]) -> int:
         """How many leading ids of `ids` the cache already holds."""
         n = min(len(ids), len(self.tokens))
@@ -65,7 +62,7 @@ class KVCache:
     def check_room(self, n: int) -> None:
         if len(self.tokens) + n > self.capacity:
             raise CacheFull(f"{len(self.tokens)} cached + {n} new tokens exceed the cache "
-                            f"capacity of {self.capacity}; raise `cache_tokens` or lower the budget")
+                            f"capacity of {self.capacity}; raise `engine.max_tokens_limit`, which sizes the caches")
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for layer in self.past.layers

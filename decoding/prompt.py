@@ -27,7 +27,6 @@ class FimTemplate:
     middle: str
     stops: tuple[str, ...]
     file_sep: str | None = None  # repository-level context marker, where the family has one
-    pad_token: str | None = None
 
     def extra(self, path: str, text: str) -> str:
         """One other file as context, in the family's own repository format."""
@@ -41,12 +40,12 @@ TEMPLATES = {
         "qwen2.5-coder", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
         stops=("<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
                "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>", "<|im_end|>"),
-        file_sep="<|file_sep|>", pad_token="<|fim_pad|>"),
+        file_sep="<|file_sep|>"),
     "starcoder2": FimTemplate(
         "starcoder2", "<fim_prefix>", "<fim_suffix>", "<fim_middle>",
         stops=("<|endoftext|>", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<fim_pad>",
                "<file_sep>", "<repo_name>"),
-        file_sep="<file_sep>", pad_token="<fim_pad>"),
+        file_sep="<file_sep>"),
     "deepseek-coder": FimTemplate(
         "deepseek-coder", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>",
         stops=("<｜end▁of▁sentence｜>", "<|EOT|>", "<｜fim▁begin｜>", "<｜fim▁hole｜>",
@@ -100,7 +99,6 @@ class PromptBuilder:
         self.stop_ids = frozenset(i for t in template.stops if (i := self._id(t)) is not None)
         if tokenizer.eos_token_id is not None:
             self.stop_ids |= {tokenizer.eos_token_id}
-        self.file_sep_id = self._id(template.file_sep) if template.file_sep else None
 
     def _id(self, token: str) -> int | None:
         i = self.tokenizer.convert_tokens_to_ids(token)

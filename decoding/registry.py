@@ -9,6 +9,6 @@ DrafterName = Literal["none", "lookup", "draft", "hybrid"]
 DRAFTERS: tuple[str, ...] = get_args(DrafterName)
 MODEL_DRAFTERS = frozenset({"draft", "hybrid"})  # these need the draft model loaded
 
-# lookup: on this CPU hybrid decodes only a few percent faster and reads the prompt a second time
-# with the draft model, so lookup is faster end to end (README, "Benchmarks").
+# lookup: hybrid decodes little faster and reads the prompt a second time with the draft model, so
+# lookup is faster end to end on the CPU (measured: README, "Benchmarks").
 DEFAULT_DRAFTER: DrafterName = "lookup"

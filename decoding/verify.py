@@ -57,11 +57,6 @@ def accept_sampled(logits: torch.Tensor, draft: list[int], q: torch.Tensor | Non
     return len(draft), _sample(p[len(draft)], generator)
 
 
-def sample(logits: torch.Tensor, sampler: Sampler, generator: torch.Generator) -> int:
-    """One token from the target alone: the reference the speculative sampler must match."""
-    return _sample(distribution(logits.cpu(), sampler), generator)
-
-
 def _uniform(generator: torch.Generator) -> float:
     return float(torch.rand((), generator=generator))
 

@@ -24,11 +24,6 @@ def is_converted(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
-def converted_from(folder: Path) -> dict:
-    """What the marker says of the conversion: source, size, time."""
-    return json.loads((folder / MARKER).read_text())
-
-
 def convert_gguf(gguf: Path, dest: Path, source: dict | None = None,
                  say: Callable[[str], None] = log.info) -> Path:
     """Dequantize `gguf` into `dest` (bf16 safetensors and a fast tokenizer); return `dest`.

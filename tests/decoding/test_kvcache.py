@@ -1,11 +1,17 @@
-"""The KV cache's rollback works on any torch and transformers the engine may meet."""
+"""The KV cache: its rollback works on any torch and transformers the engine may meet, and a full
+cache says what to change."""
 
 from __future__ import annotations
 
+import re
+
+import msgspec
+import pytest
 import torch
 
 from specd.decoding.forward import prefill
-from specd.decoding.kvcache import KVCache
+from specd.decoding.kvcache import CacheFull, KVCache
+from specd.decoding.settings import EngineSettings
 from tests.conftest import tiny_loaded
 
 
@@ -23,3 +29,12 @@ def test_truncate_outside_inference_mode_on_lengths_made_inside_it(tiny_target):
     cache.truncate(6)
     assert cache.positions() == 6 and cache.tokens == list(range(6))
     assert all(int(layer.cumulative_length) == 6 for layer in cache.past.layers)
+
+
+def test_a_full_cache_names_a_setting_that_exists(tiny_target):
+    """CacheFull tells the user which config key to change: it must be a real one."""
+    cache = KVCache(tiny_loaded(tiny_target).model, 8)
+    with pytest.raises(CacheFull) as caught:
+        cache.check_room(9)
+    keys = re.findall(r"`engine\.(\w+)`", str(caught.value))
+    assert keys and set(keys) <= {f.name for f in msgspec.structs.fields(EngineSettings)}, str(caught.value)
