@@ -1,1 +1,2 @@
-"""specd's long-lived process: protocol, scheduler, server, client and the CLI."""
+"""specd's long-lived process: protocol, scheduler, server, client, config and tracing (the
+command line is cli/)."""
