@@ -31,6 +31,7 @@ class Models(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     draft: str = "builtin"           # the same, or "none"
     device: str = "auto"             # auto | cpu | cuda | cuda:N
     dtype: str = "auto"              # auto | bf16 | fp16 | fp32
+    quantize: Literal["auto", "none", "int8", "int4"] = "auto"  # the target's weights; auto: int4 on the CPU
     draft_quantize: Literal["auto", "int8", "none"] = "auto"  # auto: int8 on the CPU
     cache_dir: str = ""              # default: $SPECD_CACHE_DIR, else $XDG_CACHE_HOME/specd
 

@@ -11,7 +11,7 @@ from specd.daemon.config import Config
 from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
 from specd.decoding.loaded import LoadedModel
-from specd.models.devices import check_quantize, pick_device
+from specd.models.devices import check_quantize, pick_device, pick_quantize
 from specd.models.load import load, quantize_int8
 from specd.models.specs import parse_spec
 
@@ -21,11 +21,14 @@ log = logging.getLogger("specd")
 def load_models(config: Config, pull: bool = False,
                 progress: Callable[[str], None] = log.info) -> tuple[LoadedModel, LoadedModel | None]:
     m = config.models
+    device = pick_device(m.device)
+    check_quantize(m.quantize, device, "quantize")  # refused before anything loads
     if m.draft != "none":
-        check_quantize(m.draft_quantize, pick_device(m.device))  # refused before anything loads
+        check_quantize(m.draft_quantize, device)
     started = time.perf_counter()
     progress(f"loading target {m.target}")
-    target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress)
+    target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress,
+                  quantize=pick_quantize(m.quantize, device))
     draft = None
     if m.draft != "none":
         progress(f"loading draft {m.draft}")
@@ -34,7 +37,7 @@ def load_models(config: Config, pull: bool = False,
             draft = quantize_int8(draft)
     progress(f"models loaded in {time.perf_counter() - started:.1f} s: target {target.spec}, draft "
              f"{draft.spec if draft else 'none'}, on {target.device} ({target.device_reason}) in "
-             f"{str(target.dtype).removeprefix('torch.')}")
+             f"{str(target.dtype).removeprefix('torch.')}" + ("" if target.weights == "none" else f", {target.weights} weights"))
     return target, draft
 
 

@@ -1,4 +1,5 @@
-"""Convert a GGUF file once into a cached folder (bf16 safetensors + tokenizer).
+"""Convert a GGUF file once into a cached folder (bf16 safetensors + tokenizer, and the file's
+Q4_K blocks for an int4 target).
 
 Dequantizing a GGUF and converting its tokenizer takes most of a minute; loading the converted
 folder takes seconds. The folder is written under a temporary name and renamed into place, with a
@@ -14,6 +15,8 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from specd.models.groups import write_groups
 
 log = logging.getLogger("specd.models")
 
@@ -49,6 +52,7 @@ def convert_gguf(gguf: Path, dest: Path, source: dict | None = None,
             del model.config.quantization_config
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        write_groups(gguf, partial)  # the file's own int4 blocks, for an int4 target (models/groups.py)
         info = {"source": str(gguf), "seconds": round(time.monotonic() - started, 1), **(source or {})}
         (partial / MARKER).write_text(json.dumps(info, indent=1))
         shutil.rmtree(dest, ignore_errors=True)

@@ -29,11 +29,19 @@ def decide_device(name: str = "auto") -> DeviceChoice:
     return choice
 
 
-def check_quantize(mode: str, device: torch.device) -> None:
-    """The draft's int8 kernels are the CPU's (torch.ao's dynamic quantization)."""
-    if mode == "int8" and device.type != "cpu":
-        raise ModelError(f"models.draft_quantize = \"int8\" runs on the CPU only, but the draft is on {device}: "
-                         "set draft_quantize = \"auto\" (no quantizing there) or \"none\"")
+def check_quantize(mode: str, device: torch.device, key: str = "draft_quantize") -> None:
+    """The int8 and int4 kernels are the CPU's (torch's weight-only kernels, torch.ao's dynamic ones)."""
+    if mode in ("int8", "int4") and device.type != "cpu":
+        raise ModelError(f"models.{key} = \"{mode}\" runs on the CPU only, but the model is on {device}: "
+                         f"set {key} = \"auto\" (no quantizing there) or \"none\"")
+
+
+def pick_quantize(mode: str, device: torch.device) -> str:
+    """`auto`: int4 on the CPU, where a pass is bound by reading the weights (the README's table),
+    none elsewhere."""
+    if mode != "auto":
+        return mode
+    return "int4" if device.type == "cpu" else "none"
 
 
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:

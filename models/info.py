@@ -9,6 +9,7 @@ from pathlib import Path
 
 from specd.decoding.loaded import ModelSpec
 from specd.models.convert import is_converted
+from specd.models.groups import GROUPS
 from specd.models.manifest import BUILTIN_BY_NAME
 from specd.models.specs import builtin_folder, cached_hub_folder, gguf_folder
 
@@ -27,7 +28,7 @@ class ModelInfo:
 def info(spec: ModelSpec, cache_dir: Path) -> ModelInfo:
     folder = _folder_without_converting(spec, cache_dir)
     present = folder is not None and folder.is_dir()
-    weights = sorted(folder.glob("*.safetensors")) if present else []
+    weights = sorted(f for f in folder.glob("*.safetensors") if f.name != GROUPS) if present else []
     converted = present and (spec.kind in ("folder", "hub") or is_converted(folder))
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if present else 0
     params, dtype = _count_parameters(weights) if weights else (None, None)

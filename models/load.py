@@ -1,5 +1,6 @@
 """Loading a spec into a `LoadedModel`: resolve its folder, pick device and dtype, load tokenizer
-and weights, put the engine's attention in place; and int8 weights for a draft on the CPU."""
+and weights, put the engine's attention in place, quantize a target's weights where asked; and
+int8 weights for a draft on the CPU."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ log = logging.getLogger("specd.models")
 
 
 def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "auto",
-         pull: bool = False, say: Callable[[str], None] = log.info) -> LoadedModel:
+         pull: bool = False, say: Callable[[str], None] = log.info, quantize: str = "none") -> LoadedModel:
+    """`quantize`: none, int8 or int4 weights (CPU only; models/quantize.py), cached after the first time."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = resolve(spec, cache_dir, pull=pull, say=say)
@@ -30,7 +32,9 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         from specd.decoding.determinism import make_deterministic
 
         log.debug("deterministic CUDA: %s", make_deterministic(dev))
-    dt = pick_dtype(dtype, dev)
+    # bf16 activations where the weights are int8 or int4: torch's kernels for them are vectorized
+    # for bf16 and several times slower in float32 (an AVX2 CPU without bf16 otherwise gets float32)
+    dt = pick_dtype("bf16" if dtype == "auto" and quantize != "none" else dtype, dev)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt, device_map=str(dev))
@@ -41,11 +45,18 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         from specd.decoding import attention
 
         attention.install(model)  # grouped heads read in place, not copied (decoding/attention.py)
+    if quantize != "none":
+        from specd.models.devices import check_quantize
+        from specd.models.quantize import quantize as quantize_weights
+
+        check_quantize(quantize, dev, "quantize")
+        counts = quantize_weights(model, folder, quantize, cache_dir, say)
+        log.info("%s weights: %s", spec.role, ", ".join(f"{n} layers {k}" for k, n in counts.items() if n))
     if dev.type == "cuda":
         from specd.decoding import graphs
 
         graphs.attach(model)  # repeated pass shapes replay as CUDA graphs (decoding/graphs.py)
-    return LoadedModel(spec, folder, tokenizer, model, dev, dt, device_reason=choice.reason)
+    return LoadedModel(spec, folder, tokenizer, model, dev, dt, device_reason=choice.reason, weights=quantize)
 
 
 def quantize_int8(loaded: LoadedModel) -> LoadedModel:

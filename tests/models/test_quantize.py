@@ -1,0 +1,74 @@
+"""Quantized targets: the plan per layer, the cache on disk, and the Q4_K blocks a GGUF file keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specd.decoding.qlinear import Int4Linear, Int8Linear, dequantized
+from specd.models.groups import BLOCK_BYTES, hf_name, unpack
+from specd.models.load import load
+from specd.models.specs import parse_spec
+
+
+def _kinds(model) -> dict[str, str]:
+    return {name: type(m).__name__ for name, m in model.named_modules() if isinstance(m, (Int4Linear, Int8Linear,
+                                                                                          torch.nn.Linear))}
+
+
+def _logits(loaded, ids):
+    with torch.inference_mode():
+        return loaded.model(torch.tensor([ids])).logits[0].float()
+
+
+@pytest.mark.parametrize("kind", ["int4", "int8"])
+def test_a_quantized_target_is_planned_cached_and_close(tiny_target, tmp_path, kind):
+    said: list[str] = []
+    first = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize=kind, say=said.append)
+    kinds = _kinds(first.model)
+    assert not any(k == "Linear" for k in kinds.values()), "every linear layer is quantized"
+    if kind == "int4":  # no GGUF behind a plain folder: rounded int4, but the output layer int8
+        assert kinds["lm_head"] == "Int8Linear" and kinds["model.layers.0.mlp.down_proj"] == "Int4Linear"
+    assert first.dtype == torch.bfloat16 and first.weights == kind
+    assert any("quantizing" in line for line in said)
+    assert len(list((tmp_path / "quantized").glob(f"*-{kind}.safetensors"))) == 1
+
+    said.clear()
+    again = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize=kind, say=said.append)
+    assert not any("quantizing" in line for line in said), "the second load reads the cache"
+    ids = list(range(3, 40))
+    assert torch.equal(_logits(first, ids), _logits(again, ids))
+    full = load(parse_spec(str(tiny_target)), tmp_path, "cpu", "bf16")
+    similarity = torch.nn.functional.cosine_similarity(_logits(first, ids).flatten(), _logits(full, ids).flatten(), 0)
+    assert similarity > 0.98, "close to the bf16 model (wrong scales or a wrong layout would be far)"
+
+
+def test_a_damaged_quantized_cache_is_rebuilt(tiny_target, tmp_path):
+    load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="int8")
+    (cached,) = (tmp_path / "quantized").glob("*.safetensors")
+    cached.write_bytes(cached.read_bytes()[:100])
+    said: list[str] = []
+    load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="int8", say=said.append)
+    assert any("quantizing" in line for line in said)
+
+
+def test_q4k_blocks_unpack_as_gguf_dequantizes_them():
+    from gguf.quants import Q4_K
+
+    rng = np.random.default_rng(0)
+    rows, per_row = 3, 4  # 3 rows of 4 super-blocks (1024 weights)
+    blocks = rng.integers(0, 256, size=(rows * per_row, BLOCK_BYTES), dtype=np.uint8)
+    blocks[:, 0:2] = np.array([0.01], np.float16).view(np.uint8)   # d: a sane fp16, not random bits
+    blocks[:, 2:4] = np.array([0.003], np.float16).view(np.uint8)  # dmin
+    expected = Q4_K.dequantize_blocks(blocks).reshape(rows, -1)
+    q, scale, offset = unpack(torch.from_numpy(blocks.reshape(rows, -1)))
+    assert q.shape == (rows, per_row * 256) and int(q.max()) <= 15
+    assert torch.equal(dequantized(q, scale, offset), torch.from_numpy(expected))
+
+
+def test_gguf_names_map_to_the_modules():
+    assert hf_name("blk.11.attn_q.weight") == "model.layers.11.self_attn.q_proj"
+    assert hf_name("blk.0.ffn_down.weight") == "model.layers.0.mlp.down_proj"
+    assert hf_name("output.weight") == "lm_head"
+    assert hf_name("token_embd.weight") is None and hf_name("blk.0.attn_norm.weight") is None
