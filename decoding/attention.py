@@ -10,6 +10,17 @@ faster. The bits differ from the copying path's, so which widths compute the sam
 with this attention in place (decoding/widths.py), and every drafter is checked against plain
 decoding through it. On other devices the stock function runs (there `enable_gqa` with a mask can
 fall back to a slow kernel).
+
+A row's bits must not depend on the rows beside it, so that a prompt's keys and values are the
+same however it was chunked (a cold prefill, a keystroke's short pass, an edit folded into a
+verify pass, a prefill cancelled halfway) and any pass width gives the same logits. Torch's CPU
+flash attention splits the queries into blocks (32 rows below 192 queries, then 64, then 256)
+and computes a block of fewer than 4 rows otherwise (measured on this project's AVX2 and AMX
+CPUs: rows 1-3 and 33 of a 33-row pass differ from the same rows in a 128-row one; 4-32 agree).
+So the queries are padded, repeating the last, until no block is that short; and the mask is always
+given (never the causal shortcut over only the pass's own keys, which an empty cache's first
+pass would otherwise take), so every pass attends over the static cache's whole length.
+tests/decoding/test_attention.py holds both to the bit.
 """
 
 from __future__ import annotations
@@ -31,18 +42,39 @@ def grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal,
                                       **kwargs)
     q_length = query.shape[2]
-    causal = q_length > 1 and attention_mask is None and (is_causal if is_causal is not None
-                                                          else getattr(module, "is_causal", True))
-    if causal and key.shape[2] > q_length:  # an empty static cache's first pass: only its own keys
-        key, value = key[:, :, :q_length], value[:, :, :q_length]
+    if attention_mask is None:  # no static cache (a plain forward): stock SDPA's causal pass
+        causal = q_length > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
+        out = torch.nn.functional.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=scaling,
+                                                               is_causal=causal, enable_gqa=True)
+        return out.transpose(1, 2).contiguous(), None
+    rows = padded_rows(q_length)
+    if rows > q_length:
+        query = torch.cat([query, query[:, :, -1:].expand(-1, -1, rows - q_length, -1)], dim=2)
+        attention_mask = torch.cat([attention_mask, attention_mask[:, :, -1:].expand(-1, -1, rows - q_length, -1)],
+                                   dim=2)
     out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
-                                                           dropout_p=dropout, scale=scaling, is_causal=causal,
-                                                           enable_gqa=True)
-    return out.transpose(1, 2).contiguous(), None
+                                                           dropout_p=dropout, scale=scaling, enable_gqa=True)
+    return out[:, :, :q_length].transpose(1, 2).contiguous(), None
+
+
+SHORTEST_BLOCK = 4  # query rows below which a block of torch's CPU flash attention computes other bits
+
+
+def padded_rows(n: int) -> int:
+    """The rows to give the kernel for `n` queries: no query block (ATen's split) shorter than 4."""
+    split = 32 if n < 192 else 64 if n < 768 else 256
+    tail = n % split
+    return max(n + (SHORTEST_BLOCK - tail if 0 < tail < SHORTEST_BLOCK else 0), SHORTEST_BLOCK)
+
+
+def full_mask(*args, **kwargs) -> torch.Tensor | None:
+    """SDPA's mask, never skipped for the causal shortcut: see the module's docstring."""
+    kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)
 
 
 AttentionInterface.register(NAME, grouped_sdpa)
-ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)  # its masks stay SDPA's
+ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, full_mask)
 
 
 def install(model: torch.nn.Module) -> None:

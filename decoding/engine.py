@@ -32,7 +32,7 @@ from specd.decoding.settings import EngineSettings
 from specd.decoding.stats import Stats, Step
 from specd.decoding.stops import Stopper, StopRules
 from specd.decoding.verify import accept_greedy, accept_sampled
-from specd.decoding.widths import smallest_equivalent_width
+from specd.decoding.widths import folds_exactly, smallest_equivalent_width
 
 
 class Engine:
@@ -51,6 +51,9 @@ class Engine:
         if settings.narrow_passes and settings.width > 1:
             self.low_width = smallest_equivalent_width(target.model, settings.capacity, settings.width,
                                                        self.pad_id, len(target.tokenizer))
+        self.folds = settings.fold_prompt and folds_exactly(target.model, settings.capacity, settings.width,
+                                                            self.low_width, settings.prefill_chunk, self.pad_id,
+                                                            len(target.tokenizer))
         # What is learned across requests: whether drafting with the draft model pays, per mode,
         # so that "draft" and "hybrid" (which the bench alternates) never judge by each other.
         self.pacing = {mode: Pacing(judge=settings.pace_drafts) for mode in MODEL_DRAFTERS if draft is not None}
@@ -138,10 +141,12 @@ class Engine:
              stats: Stats, cancelled: Callable[[], bool], started: float) -> Completion:
         t = time.perf_counter()
         # The last prompt token goes through the fixed-width pass, like every token whose
-        # logits decide an output token; only the KV of the rest comes from prefill.
-        reused, computed, finished = prefill(self.target.model, slot.target, prompt.ids[:-1],
+        # logits decide an output token; only the KV of the rest comes from prefill, or from
+        # that same pass where only a few tokens changed (a keystroke's edit: `fold`).
+        fold = self._fold(slot.target, prompt.ids)
+        reused, computed, finished = prefill(self.target.model, slot.target, prompt.ids[:-1 - fold],
                                              self.settings.prefill_chunk, cancelled)
-        stats.reused_tokens, stats.prefilled_tokens = reused, computed
+        stats.reused_tokens, stats.prefilled_tokens = reused, computed + fold
         stats.prefill_ms = _ms_since(t)
         deadline = None if request.deadline_s is None else time.monotonic() + request.deadline_s
         stopper = Stopper(self.target.tokenizer, StopRules(
@@ -151,15 +156,21 @@ class Engine:
         job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft)
         outcome = "cancelled"
         if finished:
-            outcome = self.decode(slot.target, prompt, drafter, stopper, job, stats)
+            outcome = self.decode(slot.target, prompt, drafter, stopper, job, stats, fold)
         stats.new_tokens = len(stopper.tokens)
-        if outcome == "done":
+        if outcome == "done" or stopper.tokens:  # a cancelled decode's tokens draft the next request
             slot.previous = list(stopper.tokens)
         return Completion(stopper.text, list(stopper.tokens), outcome, stopper.reason, stats)
 
+    def _fold(self, cache: KVCache, ids: list[int]) -> int:
+        """How many uncached prompt tokens before the last to compute in the first verify pass."""
+        uncached = len(ids) - 1 - cache.common_prefix(ids[:-1])
+        return uncached if self.folds and uncached <= self.settings.prefill_chunk else 0
+
     def decode(self, cache: KVCache, prompt: Prompt, drafter: Drafter, stopper: Stopper,
-               job: DraftJob, stats: Stats) -> str:
-        """The decode loop. `context` ends with the pending token: sampled, not yet in the cache."""
+               job: DraftJob, stats: Stats, fold: int = 0) -> str:
+        """The decode loop. `context` ends with the pending token: sampled, not yet in the cache;
+        the `fold` prompt tokens before it are not cached either, and join the first pass."""
         context = list(prompt.ids)
         proposer = drafter.begin(job)
         while not stopper.done:
@@ -170,8 +181,9 @@ class Engine:
             t1 = time.perf_counter()
             if job.cancelled():
                 return "cancelled"
-            rows = [context[-1]] + proposal.tokens
-            logits = step(self.target.model, cache, rows, max(len(rows), self.low_width), self.pad_id)  # [k + 1, V]
+            rows = context[len(context) - 1 - fold:] + proposal.tokens
+            logits = step(self.target.model, cache, rows, max(len(rows), self.low_width), self.pad_id, fold)  # [k + 1, V]
+            fold = 0
             accepted, token = self.accept(logits, proposal, job)
             cache.truncate(len(context) + accepted)      # the pending token and the accepted
             t2 = time.perf_counter()

@@ -58,16 +58,19 @@ def prefill(model: torch.nn.Module, cache: KVCache, ids: list[int], chunk: int,
 
 @torch.inference_mode()
 def step(model: torch.nn.Module, cache: KVCache, ids: list[int], width: int,
-         pad_id: int) -> torch.Tensor:
-    """One target pass of exactly `width` rows: `ids` (the pending token and any draft), then
-    padding (the engine picks `width` from the widths that compute the same bits). The pads come after every real token, so causal attention hides them from the real
-    rows; their cache positions are dropped at once. Returns the real rows' logits [len(ids), V]."""
-    assert 1 <= len(ids) <= width, f"{len(ids)} tokens do not fit a pass of width {width}"
+         pad_id: int, prompt: int = 0) -> torch.Tensor:
+    """One target pass of exactly `width` rows: `ids` (the last `prompt` tokens of the prompt not
+    yet cached, where an edit is folded into this pass, then the pending token and any draft),
+    then padding (the engine picks `width` from the widths that compute the same bits). The pads
+    come after every real token, so causal attention hides them from the real rows; their cache
+    positions are dropped at once. Returns the logits of the rows after the prompt's
+    [len(ids) - prompt, V]."""
+    assert prompt < len(ids) <= width, f"{len(ids)} tokens ({prompt} of the prompt) in a pass of width {width}"
     cache.check_room(width)
-    logits = _forward(model, cache, ids + [pad_id] * (width - len(ids)), keep=width)
+    logits = _forward(model, cache, ids + [pad_id] * (width - len(ids)), keep=width - prompt)
     cache.tokens.extend(ids)
     cache.truncate(len(cache.tokens))  # forget the pads' positions
-    return logits[: len(ids)]
+    return logits[: len(ids) - prompt]
 
 
 @torch.inference_mode()

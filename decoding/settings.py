@@ -29,6 +29,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hybrid_min_match: int = 2        # hybrid: prompt lookup when it matches this many tokens, else the draft
     narrow_passes: bool = True       # pad a pass only to the smallest width measured to give the same
                                      # bits as `width` (at start-up: decoding/widths.py)
+    fold_prompt: bool = True         # compute up to `prefill_chunk` uncached prompt tokens (a keystroke's edit)
+                                     # in the first verify pass, where the probe finds the same bits
     draft_confidence: float = 0.5    # the draft stops once the product of its tokens' probabilities is less
     cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves

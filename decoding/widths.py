@@ -55,6 +55,37 @@ def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: in
     return low
 
 
+FOLDS = (1, 4, 23)  # prompt tokens folded into a pass, probed: a keystroke's edit is a few to ~25
+
+
+def folds_exactly(model: torch.nn.Module, capacity: int, width: int, low: int, chunk: int, pad_id: int,
+                  vocab: int) -> bool:
+    """Whether the prompt's last tokens can be computed in the pass that verifies the first draft
+    (decoding/engine.py) with the bits a separate prefill gives them: the rows after them, and
+    the keys and values they leave, must be identical both ways, for each probed fold size."""
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, vocab, (PROBE_PROMPT + max(FOLDS),), generator=g).tolist()
+    block = torch.randint(0, vocab, (width,), generator=g).tolist()
+    whole, folded = KVCache(model, capacity), KVCache(model, capacity)
+    for fold in FOLDS:
+        head = len(prompt) - fold
+        whole.truncate(0)
+        prefill(model, whole, prompt, chunk, lambda: False)
+        expected = step(model, whole, block, max(width, low), pad_id)
+        folded.truncate(0)
+        prefill(model, folded, prompt[:head], chunk, lambda: False)
+        got = step(model, folded, prompt[head:] + block, max(fold + width, low), pad_id, prompt=fold)
+        if not (torch.equal(got, expected) and _same_kv(whole, folded, len(prompt) + width)):
+            return False
+    return True
+
+
+def _same_kv(a: KVCache, b: KVCache, length: int) -> bool:
+    return all(torch.equal(x.keys[:, :, :length], y.keys[:, :, :length]) and
+               torch.equal(x.values[:, :, :length], y.values[:, :, :length])
+               for x, y in zip(a.past.layers, b.past.layers))
+
+
 def check_repeatable(model: torch.nn.Module, cache: KVCache, rows: list[int], width: int, pad_id: int,
                      first: torch.Tensor) -> None:
     """Run the pass that gave `first` again; raise `Nondeterministic` if its bits changed."""

@@ -35,22 +35,24 @@ def device_under_test() -> str:
     return os.environ.get("SPECD_TEST_DEVICE", "cpu")
 
 
-def tiny_loaded(folder: Path, role: str = "target", dtype: str = "auto", cache_dir: Path | None = None):
+def tiny_loaded(folder: Path, role: str = "target", dtype: str = "auto", cache_dir: Path | None = None,
+                quantize: str = "none"):
     """A tiny model loaded on the test device, through the same code as the built-in pair."""
     from specd.models.load import load
     from specd.models.specs import parse_spec
 
-    return load(parse_spec(str(folder), role), cache_dir or folder.parent / "cache", device_under_test(), dtype)
+    return load(parse_spec(str(folder), role), cache_dir or folder.parent / "cache", device_under_test(), dtype,
+                quantize=quantize)
 
 
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
-                dtype: str = "auto", **settings):
+                dtype: str = "auto", quantize: str = "none", **settings):
     """An engine on tiny models, loaded through the same code as the built-in pair."""
     from specd.decoding.engine import Engine
     from specd.decoding.settings import EngineSettings
 
     cache = cache_dir or target.parent / "cache"
-    t = tiny_loaded(target, "target", dtype, cache)
+    t = tiny_loaded(target, "target", dtype, cache, quantize)
     d = tiny_loaded(draft, "draft", dtype, cache) if draft else None
     settings.setdefault("prefix_tokens", 256)
     settings.setdefault("suffix_tokens", 64)
