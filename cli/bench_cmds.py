@@ -33,6 +33,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--anchors", action="store_true", help=f"add {ANCHOR_NAMES}")
     p.add_argument("--limit", type=int, help="only the first N cases")
     p.add_argument("--suffix-budgets", help="instead of speed: first-line quality per suffix budget, e.g. 0,32,64")
+    p.add_argument("--quantize", help="instead of the modes: the first mode on each weight kind, side by side, "
+                                      "e.g. none,int8,int4 (speed per pass, first lines against the first kind)")
     p.add_argument("--json", type=Path, help="write the results here")
     p.set_defaults(run=cmd_bench)
 
@@ -55,15 +57,29 @@ def cmd_bench(args) -> int:
                                      draft=args.draft or config.models.draft)
     config = msgspec.structs.replace(config, models=models)
     plan = EngineBench(args.cases, [m for m in args.modes.split(",") if m], args.anchors, args.max_tokens, args.limit,
-                       [int(b) for b in args.suffix_budgets.split(",")] if args.suffix_budgets else None)
+                       [int(b) for b in args.suffix_budgets.split(",")] if args.suffix_budgets else None,
+                       [k for k in args.quantize.split(",") if k] if args.quantize else None)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     result = run_bench(config, plan, log)
-    if not plan.suffix_budgets:
+    if plan.quantize:
+        print(weights_table(result))
+    elif not plan.suffix_budgets:
         print(bench_table(result))
     write_json(args.json, result)
     if plan.suffix_budgets:
         print(json.dumps(result["suffix_budgets"], indent=1))
     return 0
+
+
+def weights_table(result: dict) -> str:
+    head = (f"{'weights':8} {'ms/pass':>8} {'tok/s':>7} {'x first':>7} {'identical':>9} {'1st line same':>13} "
+            f"{'1st line right':>14} {'prefill s':>9}")
+    rows = [head, "-" * len(head)]
+    for kind, m in result["weights"].items():
+        rows.append(f"{kind:8} {m['ms_per_pass'] or 0:8.1f} {m['tokens_per_s'] or 0:7.2f} {m['speedup_vs_none'] or 0:7.2f} "
+                    f"{m['identical_to_none']}/{m['cases']:<7} {m['first_line_same']}/{m['cases']:<11} "
+                    f"{m['first_line_right']}/{m['cases']:<12} {m['prefill_s']:9.1f}")
+    return "\n".join(rows)
 
 
 def bench_table(result: dict) -> str:

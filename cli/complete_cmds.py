@@ -6,7 +6,9 @@ import asyncio
 import json
 import sys
 
-from specd.cli.usage import read_document
+import msgspec
+
+from specd.cli.usage import UsageError, read_document
 from specd.daemon import protocol
 from specd.daemon.client import new_request_id
 from specd.daemon.complete import in_process, through_daemon
@@ -24,11 +26,17 @@ def add_parsers(sub) -> None:
     complete.add_argument("--drafter", choices=DRAFTERS)
     complete.add_argument("--single-line", action="store_true")
     complete.add_argument("--no-daemon", action="store_true", help="load the models in this process")
+    complete.add_argument("--quantize", choices=("auto", "none", "int8", "int4"),
+                          help="with --no-daemon: the target's weights (default: the config's models.quantize)")
     complete.set_defaults(run=cmd_complete)
 
 
 def cmd_complete(args) -> int:
     config = load_config(args.config)
+    if args.quantize:
+        if not args.no_daemon:
+            raise UsageError("--quantize applies to --no-daemon; a running daemon has its weights (models.quantize)")
+        config = msgspec.structs.replace(config, models=msgspec.structs.replace(config.models, quantize=args.quantize))
     uri, text = read_document(args.file)
     prefix, suffix = cut_at(text, args.at)
     message = protocol.Complete(id=new_request_id(), document=uri, prefix=prefix, suffix=suffix,

@@ -37,6 +37,7 @@ class EngineBench:
     max_tokens: int = 48
     limit: int | None = None                 # only the first N cases
     suffix_budgets: list[int] | None = None  # instead of speed: first-line quality per suffix budget
+    quantize: list[str] | None = None        # instead of the modes: the first mode on each weight kind
 
 
 def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> dict:
@@ -51,12 +52,40 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
     known = set(DRAFTERS) | {"none@1"} | set(ANCHORS)
     if unknown := [m for m in modes if m not in known]:
         raise RequestError(f"unknown modes {unknown}; known: {', '.join(sorted(known))}")
+    if plan.quantize:
+        return _weights(config, plan, cases, log)
     engine = build_engine(config)
     if plan.suffix_budgets:
         result = suffix_sweep(engine, cases, plan.suffix_budgets, plan.max_tokens, log)
     else:
         result = bench(engine, cases, modes, plan.max_tokens, log)
-    result["settings"] = {"target": str(engine.target.spec), "draft": str(engine.draft.spec) if engine.draft else None,
-                          "device": str(engine.target.device), "dtype": str(engine.target.dtype),
-                          "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.settings.width}
+    result["settings"] = _settings(engine, plan)
     return result
+
+
+def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str], None]) -> dict:
+    """One engine per weight kind, all resident, so that their cases take turns in one run."""
+    from specd.daemon.runtime import build_engine
+    from specd.decoding.bench import weights_bench
+    from specd.decoding.engine import RequestError
+
+    if unknown := [k for k in plan.quantize if k not in ("none", "int8", "int4")]:
+        raise RequestError(f"unknown weight kinds {unknown}; known: none, int8, int4")
+    engines = {}
+    for kind in plan.quantize:
+        log(f"loading the {kind} target")
+        engines[kind] = build_engine(msgspec.structs.replace(
+            config, models=msgspec.structs.replace(config.models, quantize=kind)), progress=log)
+        log(f"{kind}: passes padded to {engines[kind].low_width}, edits folded: {engines[kind].folds}")
+    result = weights_bench(engines, cases, plan.modes[0], plan.max_tokens, log)
+    first = engines[plan.quantize[0]]
+    result["settings"] = {**_settings(first, plan), "dtypes": {k: str(e.target.dtype) for k, e in engines.items()},
+                          "low_widths": {k: e.low_width for k, e in engines.items()},
+                          "folds": {k: e.folds for k, e in engines.items()}}
+    return result
+
+
+def _settings(engine, plan: EngineBench) -> dict:
+    return {"target": str(engine.target.spec), "draft": str(engine.draft.spec) if engine.draft else None,
+            "device": str(engine.target.device), "dtype": str(engine.target.dtype),
+            "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.settings.width}

@@ -159,6 +159,31 @@ def bench(engine: Engine, cases: list[Case], modes: list[str], max_tokens: int,
                       for mode, r in runs.items()}}
 
 
+def weights_bench(engines: dict[str, Engine], cases: list[Case], mode: str, max_tokens: int,
+                  progress=print) -> dict:
+    """The same mode on the same cases, one engine per weight kind (none, int8, int4), taking
+    turns case by case; each kind against the first: speed per pass, and how often its first line
+    (and its whole completion) is the first kind's."""
+    runs: dict[str, list[Run]] = {kind: [] for kind in engines}
+    for i, case in enumerate(cases):
+        for kind, engine in engines.items():
+            run = run_engine(engine, case, mode, max_tokens, f"{kind}:{i}")
+            runs[kind].append(run)
+            progress(f"{kind:6} case {i + 1}/{len(cases)}: {len(run.tokens)} tokens, prefill {run.prefill_s:.2f} s, "
+                     f"decode {run.decode_s:.2f} s")
+    baseline = runs[next(iter(engines))]
+    out = {}
+    for kind, r in runs.items():
+        summary = summarize(r, baseline)
+        passes = summary["target_forwards"]
+        summary["ms_per_pass"] = round(summary["decode_s"] * 1e3 / passes, 1) if passes else None
+        summary["first_line_same"] = sum(first_line(a.text) == first_line(b.text) for a, b in zip(r, baseline))
+        summary["first_line_right"] = sum(first_line(a.text) == first_line(c.middle) != "" for a, c in zip(r, cases))
+        summary["per_case"] = per_case(r, baseline)
+        out[kind] = summary
+    return {"weights": out, "mode": mode}
+
+
 def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 

@@ -84,3 +84,26 @@ def test_the_draft_models_prompt_reading_counts_as_prefill(tiny_target, tiny_dra
     assert s.draft_prefill_ms <= s.draft_ms
     assert run.prefill_s * 1e3 == pytest.approx(s.prefill_ms + s.draft_prefill_ms)
     assert run.decode_s * 1e3 == pytest.approx(s.total_ms - s.tokenize_ms - s.prefill_ms - s.draft_prefill_ms)
+
+
+def test_bench_quantize_runs_each_weight_kind_side_by_side(tmp_path, tiny_target, tiny_draft):
+    """`specd bench --quantize none,int4`: both targets resident, the same cases, the table and JSON."""
+    from tests.homes import make_home
+
+    home = make_home(tmp_path, tiny_target, tiny_draft)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"prefix": c.prefix, "suffix": c.suffix, "middle": "    return a - b"}) + "\n"
+                             for c in CASES))
+    out = tmp_path / "weights.json"
+    run = home.specd("bench", "--cases", str(cases), "--quantize", "none,int4", "--modes", "lookup",
+                     "--max-tokens", "12", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    assert "int4" in run.stdout and "ms/pass" in run.stdout
+    result = json.loads(out.read_text())
+    assert list(result["weights"]) == ["none", "int4"] and result["mode"] == "lookup"
+    assert result["settings"]["low_widths"]["int4"] == 1 and result["settings"]["folds"]["int4"] is True
+    for kind, m in result["weights"].items():
+        assert m["cases"] == len(CASES) and m["new_tokens"] > 0 and m["ms_per_pass"] > 0, kind
+        assert 0 <= m["first_line_same"] <= len(CASES) and 0 <= m["first_line_right"] <= len(CASES)
+    bad = home.specd("bench", "--cases", str(cases), "--quantize", "none,int3")
+    assert bad.returncode == 2 and "int3" in bad.stderr and "Traceback" not in bad.stderr
