@@ -41,7 +41,9 @@ class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     drafter: DrafterName = DEFAULT_DRAFTER
     temperature: float = 0.0
     top_p: float = 1.0
-    deadline_ms: int = 0             # 0: none; else end at the next line end after it
+    # answer in time: past this many ms a completion ends at its next line end (its first, on this
+    # CPU), and the lines after can follow from the next request; 0: no budget
+    first_line_ms: int = 500
 
 
 class Daemon(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -105,7 +107,7 @@ def _validated(config: Config, path: Path) -> Config:
         (1 <= c.max_tokens <= e.max_tokens_limit, "completion.max_tokens must be 1..engine.max_tokens_limit"),
         (0.0 <= c.temperature <= 5.0, "completion.temperature must be 0..5"),
         (0.0 < c.top_p <= 1.0, "completion.top_p must be in (0, 1]"),
-        (c.deadline_ms >= 0, "completion.deadline_ms must not be negative"),
+        (c.first_line_ms >= 0, "completion.first_line_ms must not be negative"),
         (0 <= d.tcp_port <= 65535, "daemon.tcp_port must be 0..65535"),
         (d.max_frame_bytes >= 1024, "daemon.max_frame_bytes must be at least 1024"),
         (d.trace_max_mb >= 1 and d.log_max_mb >= 1, "daemon.trace_max_mb and daemon.log_max_mb must be at least 1"),

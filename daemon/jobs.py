@@ -20,7 +20,7 @@ def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> 
     except ValueError as error:
         raise RequestError(str(error)) from None
     pick = lambda value, default: default if value is None else value  # noqa: E731
-    deadline_ms = pick(message.deadline_ms, defaults.deadline_ms)
+    deadline_ms = pick(message.deadline_ms, defaults.first_line_ms)
     return CompletionRequest(
         prefix=prefix, suffix=suffix, document=message.document,
         extras=tuple((e.path, e.text) for e in message.extras),

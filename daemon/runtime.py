@@ -44,6 +44,8 @@ def load_models(config: Config, pull: bool = False,
 def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
     target, draft = load_models(config, pull, progress)
     engine = Engine(target, draft, config.engine)  # the device's defaults filled in by the engine
+    progress(f"width probe: passes padded to {engine.low_width} of {engine.settings.width} rows; "
+             f"edits folded into the verify pass: {'yes' if engine.folds else 'no (other bits)'}")
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
         progress(note)
     return engine

@@ -36,6 +36,9 @@ max_tokens_limit = 256
 prefill_chunk = 8
 cache_memory_mb = 64
 
+[completion]
+first_line_ms = 0        # completions that do not depend on how fast the machine is today
+
 [daemon]
 max_frame_bytes = 65536
 {options}"""

@@ -76,3 +76,34 @@ def test_the_measured_low_width_gives_the_full_widths_bits_along_a_real_decode(e
             assert torch.equal(got, reference), f"width {narrower} parts from {width} at {base} cached"
         step(model, cache, [pending], width, pad)
         pending = int(reference.argmax())
+
+
+def test_the_history_of_a_text_does_not_change_its_completion(engine):
+    """Issue 10's history test: the same final text reached (a) cold, (b) from an earlier text by
+    typing and a deletion, (c) by a request cancelled mid-prefill and resumed. The completions
+    must be identical, token for token: the prompt's keys and values do not depend on how it
+    was chunked (README: How it stays exact)."""
+    source = (ROOT / "bench" / "typing" / "shlex.py").read_text().splitlines(keepends=True)
+    text = "".join(source[:40])
+    cut = text.rindex("\n", 0, len(text) - 1) + 1
+    prefix, suffix = text[:cut] + "        ", "".join(source[41:60])
+    target = engine.target.model
+    assert type(target.model.layers[0].mlp.up_proj).__name__ == "Int4Linear", "the CPU default: int4"
+
+    def complete(document, prefix=prefix, cancelled=lambda: False, reuse=True):
+        return engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, document=document, max_tokens=12,
+                                                 drafter="lookup", reuse=reuse), cancelled)
+
+    cold = complete("history:a", reuse=False)
+    assert cold.outcome == "done" and cold.tokens
+    for end in (len(prefix) - 9, len(prefix) - 5, len(prefix) - 2):    # typed toward the final text
+        complete("history:b", prefix[:end])
+    complete("history:b", prefix + "x")                               # one too many, then deleted
+    edited = complete("history:b")
+    checks = iter(range(10_000))
+    half = complete("history:c", cancelled=lambda: next(checks) >= 1, reuse=False)
+    assert half.outcome == "cancelled" and half.stats.prefilled_tokens > 0, "cancelled after one prefill chunk"
+    resumed = complete("history:c")
+    assert resumed.stats.reused_tokens == half.stats.prefilled_tokens
+    assert edited.tokens == cold.tokens, (engine.target.tokenizer.decode(edited.tokens), cold.text)
+    assert resumed.tokens == cold.tokens, (resumed.text, cold.text)
