@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specd.decoding.engine import CompletionRequest
+from specd.decoding.request import CompletionRequest
 from specd.decoding.qlinear import Int4Linear
 from tests.conftest import tiny_engine
 
