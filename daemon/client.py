@@ -131,6 +131,11 @@ class Client:
     async def shutdown(self) -> protocol.ShuttingDown:
         return await self._request(protocol.Shutdown(new_request_id()))
 
+    @property
+    def lost(self) -> bool:
+        """The connection is known to be gone: a request sent now would not reach the daemon."""
+        return self._lost is not None
+
     async def close(self) -> None:
         """Close the connection; calls still pending raise ConnectionError (the daemon cancels them)."""
         self._writer.close()
@@ -156,7 +161,12 @@ class Client:
     async def _send(self, message: protocol.Message) -> None:
         if self._lost:
             raise self._lost
-        self._writer.write(protocol.pack(message))
+        frame = protocol.pack(message)
+        if len(frame) - protocol.HEADER.size > self.welcome.max_frame_bytes:
+            # The daemon would skip it unread and could not say which request its error answers.
+            raise DaemonError("frame_too_large", f"a request of {len(frame):,} bytes is over the daemon's "
+                              f"limit of {self.welcome.max_frame_bytes:,} (daemon.max_frame_bytes)")
+        self._writer.write(frame)
         await self._writer.drain()
 
     async def _read_replies(self) -> None:

@@ -71,17 +71,25 @@ class Suggester:
             return self.client
 
     async def ask(self, request: protocol.Complete) -> protocol.Completion:
-        """Send `request`; if the daemon went away (killed, restarted), reconnect once and resend."""
-        for attempt in (1, 2):
+        """Send `request`. A connection already known lost (the daemon was restarted or killed
+        between requests) is replaced first. A daemon that dies with the request in flight gets it
+        answered with an error at once, and a new daemon is started in the background: the request
+        may be what killed it, and it is stale by the time a daemon has loaded its models."""
+        client = await self.daemon()
+        if client.lost:
+            self._drop(client)
             client = await self.daemon()
-            try:
-                return await client.complete(request)
-            except ConnectionError:
-                if self.client is client:
-                    self.client = None
-                if attempt == 2:
-                    raise DaemonUnavailable("the specd daemon went away twice in a row") from None
-        raise AssertionError("unreachable")
+        try:
+            return await client.complete(request)
+        except ConnectionError as error:
+            self._drop(client)
+            self.warm_up()
+            raise DaemonUnavailable(f"the specd daemon went away mid-request ({error}); starting it again") from None
+
+    def _drop(self, client: Client) -> None:
+        if self.client is client:
+            self.client = None
+            self._spawn(client.close())
 
     async def suggest(self, uri: str, cursor: Cursor, around: Surroundings) -> Suggestion | None:
         if self.cancel and (older := self.newest.get(uri)) is not None:
