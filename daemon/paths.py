@@ -95,8 +95,9 @@ def socket_dir(paths: Paths) -> Path:
 
 
 def private_file(path: Path) -> int:
-    """Open `path` for appending, made owner-only (0600); returns the file descriptor."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    """Open `path` for appending, made owner-only (0600); returns the file descriptor. A symbolic
+    link there is refused (ELOOP), not followed: the file made owner-only is the one named."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     os.fchmod(fd, 0o600)
     return fd
 

@@ -179,10 +179,7 @@ class Server:
             log.warning("request %d (%s) failed: %s", job.message.id, job.document, line.error,
                         exc_info=job.result if jobs.error_code(job.result) == "internal" else None)
         if self.tracer is not None:
-            try:
-                self.tracer.write(line)
-            except OSError as error:          # a full disk costs the trace, not the daemon
-                log.warning("cannot write the trace: %s", error)
+            self.tracer.write(line)           # a full disk costs the trace (said once), not the daemon
 
     def status(self, request_id: int) -> protocol.Status:
         e, m = self.engine, self.metrics

@@ -15,10 +15,15 @@ The phases of a request, in order, add up to its total (received -> reply writte
 would mean phases overlap or are counted twice. The file is rotated past half the size cap, keeping
 one predecessor (`trace.jsonl.1`), so the two stay under `daemon.trace_max_mb` together. The
 engine's phases and token counts are its `Stats` record, nested whole as `stats`.
+
+A trace that cannot be written (a full disk, a file made unwritable) costs the trace, never a
+request: one warning in the log when writing starts failing, one line when it works again.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 from pathlib import Path
 from typing import Literal
@@ -28,6 +33,7 @@ import msgspec
 from specd.daemon.paths import private_file, rotate
 from specd.decoding.stats import Stats
 
+log = logging.getLogger("specd.tracing")
 PHASES = ("queue", "tokenize", "prefill", "draft", "verify", "other", "reply")
 
 
@@ -63,14 +69,34 @@ class TraceWriter:
     def __init__(self, path: Path, max_bytes: int):
         self.path, self.max_bytes = path, max_bytes
         self._encoder = msgspec.json.Encoder()
+        self.failing: OSError | None = None   # the error of the last write, while writes fail
+        self._torn = False                    # a short write left a line without its newline
 
     def write(self, line: TraceRecord) -> None:
+        """Append one line; an OSError is logged once (until a write works again), never raised."""
+        data = self._encoder.encode(line) + b"\n"
+        try:
+            self._append(b"\n" + data if self._torn else data)
+        except OSError as error:
+            if self.failing is None:
+                log.warning("cannot write the trace %s: %s; requests are served without it "
+                            "(said once, until it works again)", self.path, error.strerror or error)
+            self.failing = error
+            return
+        if self.failing is not None:
+            log.info("the trace %s is written again", self.path)
+            self.failing = None
+
+    def _append(self, data: bytes) -> None:
         rotate(self.path, self.max_bytes // 2)
         fd = private_file(self.path)
         try:
-            os.write(fd, self._encoder.encode(line) + b"\n")
+            written = os.write(fd, data)
         finally:
             os.close(fd)
+        self._torn = written < len(data)    # a full disk can take part of a line
+        if self._torn:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def read_trace(path: Path) -> list[TraceRecord]:

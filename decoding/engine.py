@@ -123,7 +123,13 @@ class Engine:
         slot = self._pool.get(request.document)
         if not request.reuse:
             slot.forget()
-        completion = self._run(request, prompt, slot, drafter, stats, cancelled, started)
+        try:
+            completion = self._run(request, prompt, slot, drafter, stats, cancelled, started)
+        except BaseException:
+            # A pass that failed part-way (out of memory at its second layer, say) has written some
+            # layers' KV and not others: the document starts cold next time, never from that.
+            self.forget(request.document)
+            raise
         stats.total_ms = _ms_since(started)
         return completion
 
