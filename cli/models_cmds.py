@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 import time
 
+from specd.cli.usage import UsageError
 from specd.daemon.config import load_config, render
 
 
 def add_parsers(sub) -> None:
     models = sub.add_parser("models", help="list the configured models; `pull` fetches the built-in pair")
     models.add_argument("action", nargs="?", choices=["list", "pull"], default="list")
+    models.add_argument("--repair", action="store_true",
+                        help="with pull: hash every cached file, rebuild a damaged cache from its source")
     models.set_defaults(run=cmd_models)
     sub.add_parser("config", help="print the effective configuration").set_defaults(run=cmd_config)
 
@@ -18,18 +21,25 @@ def add_parsers(sub) -> None:
 def cmd_models(args) -> int:
     from specd.models.info import info
     from specd.models.manifest import BUILTIN_BY_NAME
-    from specd.models.resolve import pull_builtin
-    from specd.models.specs import parse_spec
+    from specd.models.resolve import pull_builtin, repair
+    from specd.models.specs import cached_folder, parse_spec
 
     config = load_config(args.config)
     cache = config.cache_dir()
+    if args.repair and args.action != "pull":
+        raise UsageError("--repair goes with pull: `specd models pull --repair`")
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.action == "pull":
         for role in ("target", "draft"):
             spec = getattr(config.models, role)
             parsed = parse_spec(spec, role) if spec != "none" else None
-            if parsed is not None and parsed.kind == "builtin":
-                started = time.perf_counter()
-                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=lambda line: print(line, file=sys.stderr))
+            started = time.perf_counter()
+            if parsed is not None and args.repair and cached_folder(parsed, cache) is None:
+                print(f"{role}: {spec} is not a cache specd made; nothing to repair")
+            elif parsed is not None and args.repair:
+                print(f"{role}: {repair(parsed, cache, say)} ({time.perf_counter() - started:.1f} s)")
+            elif parsed is not None and parsed.kind == "builtin":
+                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=say)
                 print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
     print(f"{'role':7} {'converted':9} {'size':>9} {'params':>8} {'dtype':6} spec -> folder")
     for role in ("target", "draft"):

@@ -230,10 +230,14 @@ def decode_request(body: bytes) -> ClientMessage | Error:
 
 
 def _peek(body: bytes) -> _Envelope:
+    """The type and id, where they can be read; an id no reply could carry (-1, 2**60) is None."""
     try:
-        return _envelope_decoder.decode(body)
+        envelope = _envelope_decoder.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return _Envelope()
+    if envelope.id is not None and not 0 <= envelope.id <= 2**53:
+        return _Envelope(envelope.type)
+    return envelope
 
 
 def decode_reply(body: bytes) -> ServerMessage:

@@ -3,12 +3,12 @@ Q4_K blocks for an int4 target).
 
 Dequantizing a GGUF and converting its tokenizer takes most of a minute; loading the converted
 folder takes seconds. The folder is written under a temporary name and renamed into place, with a
-marker written last, so a conversion killed halfway never leaves a folder that is used.
+marker written last (listing every file: models/integrity.py), so a conversion killed halfway
+never leaves a folder that is used, and one damaged later is named at load.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -17,14 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specd.models.groups import write_groups
+from specd.models.integrity import Marker, seal
 
 log = logging.getLogger("specd.models")
-
-MARKER = "specd-converted.json"
-
-
-def is_converted(folder: Path) -> bool:
-    return (folder / MARKER).is_file()
 
 
 def convert_gguf(gguf: Path, dest: Path, source: dict | None = None,
@@ -53,8 +48,7 @@ def convert_gguf(gguf: Path, dest: Path, source: dict | None = None,
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
         write_groups(gguf, partial)  # the file's own int4 blocks, for an int4 target (models/groups.py)
-        info = {"source": str(gguf), "seconds": round(time.monotonic() - started, 1), **(source or {})}
-        (partial / MARKER).write_text(json.dumps(info, indent=1))
+        seal(partial, Marker(source=str(gguf), seconds=round(time.monotonic() - started, 1), **(source or {})))
         shutil.rmtree(dest, ignore_errors=True)
         os.replace(partial, dest)
     finally:

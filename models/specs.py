@@ -58,6 +58,15 @@ def gguf_folder(gguf: Path, cache_dir: Path) -> Path:
     return cache_dir / "models" / f"gguf-{gguf.stem}-{key[:12]}"
 
 
+def cached_folder(spec: ModelSpec, cache_dir: Path) -> Path | None:
+    """The folder specd makes in the cache for `spec`; None for a folder or hub id (not specd's)."""
+    if spec.kind == "builtin":
+        return builtin_folder(BUILTIN_BY_NAME[spec.ref], cache_dir)
+    if spec.kind == "gguf":
+        return gguf_folder(Path(spec.ref), cache_dir)
+    return None
+
+
 def cached_hub_folder(ref: str) -> Path | None:
     """The hub id's snapshot in the local Hugging Face cache, without reaching the hub."""
     from huggingface_hub import snapshot_download

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specd.models.convert import is_converted
+from specd.models.integrity import is_converted
 from specd.models.fetch import ChunkError, assemble, part_sources
 from specd.models.load import load
 from specd.models.manifest import BuiltinModel, Part

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specd.decoding.loaded import ModelError, check_pair
-from specd.models.convert import is_converted
+from specd.models.integrity import is_converted
 from specd.models.info import info
 from specd.models.load import load
 from specd.models.resolve import resolve

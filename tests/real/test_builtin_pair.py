@@ -14,7 +14,7 @@ from specd.daemon.runtime import build_engine
 from specd.decoding.request import CompletionRequest
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
-from specd.models.convert import is_converted
+from specd.models.integrity import is_converted
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
