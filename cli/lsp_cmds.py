@@ -6,6 +6,10 @@ import argparse
 import asyncio
 import json
 import sys
+import tempfile
+from pathlib import Path
+
+import msgspec
 
 from specd.cli.usage import UsageError
 from specd.daemon.config import load_config
@@ -34,6 +38,16 @@ def add_parsers(sub) -> None:
     replay.add_argument("--baseline", action="store_true",
                         help="also run with --no-reuse --no-cancel, side by side in this run")
     replay.set_defaults(run=cmd_replay)
+
+    stress = sub.add_parser("stress", help="N editors typing at once against one daemon of its own: "
+                                           "requests lost, memory, latency")
+    stress.add_argument("--clients", type=int, default=8, help="language servers, each typing its own document")
+    stress.add_argument("--cps", type=float, default=20.0, help="keys a second, per client (default 20)")
+    stress.add_argument("--seconds", type=float, default=60.0, help="how long they type (default 60)")
+    stress.add_argument("--target", help="target model spec (default: the config's)")
+    stress.add_argument("--draft", help="draft model spec, or none (default: the config's)")
+    stress.add_argument("--json", type=Path, help="write the report here too")
+    stress.set_defaults(run=cmd_stress)
 
 
 def cmd_lsp(args) -> int:
@@ -73,3 +87,21 @@ def cmd_replay(args) -> int:
     print(json.dumps(report, indent=1))
     return 0
 
+
+
+def cmd_stress(args) -> int:
+    from specd.lsp.stress import Plan, stress, world
+
+    if args.clients < 1 or args.cps <= 0 or args.seconds <= 0:
+        raise UsageError("--clients, --cps and --seconds must be positive")
+    config = load_config(args.config)
+    models = msgspec.structs.replace(config.models, target=args.target or config.models.target,
+                                     draft=args.draft or config.models.draft)
+    with tempfile.TemporaryDirectory(prefix="specd-stress-") as root:
+        report = asyncio.run(stress(Plan(args.clients, args.cps, args.seconds),
+                                    world(msgspec.structs.replace(config, models=models), Path(root))))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report, indent=1))
+    return 1 if report["crashed"] or report["lost"] else 0

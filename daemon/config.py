@@ -56,6 +56,7 @@ class Daemon(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     trace_max_mb: int = 16           # the trace file and its one rotated predecessor together
     log_max_mb: int = 8              # the log is rotated at start-up past this
     start_timeout_s: int = 600       # `specd start` gives up (and stops the daemon) after this
+    handshake_timeout_s: int = 10    # a connection that has not sent hello by then is closed
 
 
 class Lsp(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -87,6 +88,7 @@ def load_config(path: Path | None = None) -> Config:
     path = path or config_path()
     if not path.exists():
         return _validated(Config(), path)
+    _check_owner(path)
     try:
         config = msgspec.toml.decode(path.read_bytes(), type=Config)
     except msgspec.ValidationError as error:
@@ -94,6 +96,17 @@ def load_config(path: Path | None = None) -> Config:
     except (msgspec.DecodeError, OSError) as error:
         raise ConfigError(f"{path}: not readable TOML: {error}") from None
     return _validated(config, path)
+
+
+def _check_owner(path: Path) -> None:
+    """The config names the daemon's socket, folders and models: a file someone else can write
+    would let them choose those. Yours or root's, and writable by no one else (group-writable
+    only by your own group, as a umask of 002 leaves it)."""
+    st = path.stat()
+    if st.st_uid not in (os.getuid(), 0):
+        raise ConfigError(f"{path} belongs to uid {st.st_uid}, not to you; refusing to read it")
+    if st.st_mode & 0o002 or (st.st_mode & 0o020 and st.st_gid != os.getgid()):
+        raise ConfigError(f"{path} is writable by others (mode {oct(st.st_mode & 0o777)}); `chmod go-w {path}`")
 
 
 def _validated(config: Config, path: Path) -> Config:
@@ -112,6 +125,7 @@ def _validated(config: Config, path: Path) -> Config:
         (d.max_frame_bytes >= 1024, "daemon.max_frame_bytes must be at least 1024"),
         (d.trace_max_mb >= 1 and d.log_max_mb >= 1, "daemon.trace_max_mb and daemon.log_max_mb must be at least 1"),
         (d.start_timeout_s >= 1, "daemon.start_timeout_s must be at least 1"),
+        (d.handshake_timeout_s >= 1, "daemon.handshake_timeout_s must be at least 1"),
         (e.cache_memory_mb >= 1, "engine.cache_memory_mb must be at least 1"),
         (0.0 <= e.draft_confidence <= 1.0, "engine.draft_confidence must be 0..1"),
     ]

@@ -29,6 +29,7 @@ from specd.decoding.engine import Engine
 from specd.decoding.request import RequestError
 
 log = logging.getLogger("specd.server")
+HELLO_MAX_BYTES = 4096   # a Hello is a few dozen bytes; before it, no frame may be larger
 
 
 @dataclass(eq=False)
@@ -38,6 +39,7 @@ class Connection:
     tcp: bool
     greeted: bool = False
     peer: str = field(default="")
+    opened: float = field(default_factory=time.monotonic)
 
     def send(self, message: protocol.Message) -> None:
         if not self.writer.is_closing():   # a reply to a client that left goes nowhere
@@ -98,10 +100,16 @@ class Server:
         try:
             while not writer.is_closing():
                 try:
-                    body = await protocol.read_frame(reader, self.config.daemon.max_frame_bytes)
+                    body = await self.next_frame(conn, reader)
                 except protocol.FrameTooLarge as error:
                     self.refuse(conn, Error(None, "frame_too_large", str(error)))
+                    if not conn.greeted:      # a stranger's large frame is not read on
+                        break
                     continue
+                except TimeoutError:
+                    log.info("connection %d: no hello within %d s; closed", conn.number,
+                             self.config.daemon.handshake_timeout_s)
+                    break
                 try:
                     self.handle(conn, body)
                 except Exception:             # a bug costs this message its answer, not the daemon
@@ -115,6 +123,15 @@ class Server:
             if n := self.scheduler.cancel_where(lambda job: job.client == conn.number, "disconnect"):
                 log.info("connection %d closed: cancelled %d requests", conn.number, n)
             writer.close()
+
+    async def next_frame(self, conn: Connection, reader: asyncio.StreamReader) -> bytes:
+        """The next frame's body. Until the handshake, frames are capped at HELLO_MAX_BYTES and the
+        Hello must come within daemon.handshake_timeout_s of connecting (TimeoutError): a stranger
+        on loopback holds neither a full-size frame nor a connection for long."""
+        if conn.greeted:
+            return await protocol.read_frame(reader, self.config.daemon.max_frame_bytes)
+        left = conn.opened + self.config.daemon.handshake_timeout_s - time.monotonic()
+        return await asyncio.wait_for(protocol.read_frame(reader, HELLO_MAX_BYTES), max(0.0, left))
 
     def handle(self, conn: Connection, body: bytes) -> None:
         message = protocol.decode_request(body)

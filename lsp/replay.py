@@ -74,13 +74,13 @@ async def _warm_up(client, uri: str, passage: Passage, job: Replay) -> float:
     """One request at the cursor, waited for, before the first key: the person has had the file
     open for a while, so its first reading is not charged to the first pause."""
     started = time.perf_counter()
-    line, character = _end_position(passage.before)
+    line, character = end_position(passage.before)
     await asyncio.wait_for(client.protocol.send_request_async(
-        types.TEXT_DOCUMENT_INLINE_COMPLETION, _inline_params(uri, line, character)), job.timeout_s)
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character)), job.timeout_s)
     return (time.perf_counter() - started) * 1e3
 
 
-def _inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+def inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
     return types.InlineCompletionParams(
         context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
         text_document=types.TextDocumentIdentifier(uri), position=types.Position(line, character))
@@ -88,7 +88,7 @@ def _inline_params(uri: str, line: int, character: int) -> types.InlineCompletio
 
 async def _type(client, uri: str, job: Replay, passage: Passage, outcome: Outcome) -> None:
     pending: list[tuple[str, asyncio.Future, Sent]] = []
-    line, character = _end_position(passage.before)
+    line, character = end_position(passage.before)
     keys = schedule(passage.typed, job.cps, job.pause_ms)
     for i, key in enumerate(keys):
         started = time.perf_counter()
@@ -103,11 +103,11 @@ async def _type(client, uri: str, job: Replay, passage: Passage, outcome: Outcom
         client.text_document_did_change(types.DidChangeTextDocumentParams(
             types.VersionedTextDocumentIdentifier(uri=uri, version=i + 2),
             [types.TextDocumentContentChangePartial(range=types.Range(position, position), text=key.char)]))
-        line, character = (line + 1, 0) if key.char == "\n" else (line, character + _utf16_units(key.char))
+        line, character = (line + 1, 0) if key.char == "\n" else (line, character + utf16_units(key.char))
         sent = Sent(started, passage.typed[i + 1:] + passage.after, index=i, pause=key.pause)
         msg_id = str(uuid.uuid4())
         future = client.protocol.send_request_async(
-            types.TEXT_DOCUMENT_INLINE_COMPLETION, _inline_params(uri, line, character), msg_id=msg_id)
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id=msg_id)
         future.add_done_callback(lambda f, s=sent: _answered(f, s))
         pending.append((msg_id, future, sent))
         outcome.sent.append(sent)
@@ -130,12 +130,12 @@ def _answered(future: asyncio.Future, sent: Sent) -> None:
         sent.text = text if isinstance(text, str) else text.value
 
 
-def _end_position(text: str) -> tuple[int, int]:
+def end_position(text: str) -> tuple[int, int]:
     lines = text.split("\n")
-    return len(lines) - 1, _utf16_units(lines[-1])
+    return len(lines) - 1, utf16_units(lines[-1])
 
 
-def _utf16_units(text: str) -> int:
+def utf16_units(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 

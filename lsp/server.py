@@ -9,20 +9,22 @@ handler, which cancels the daemon request, and the client gets RequestCancelled 
 from __future__ import annotations
 
 import functools
+import logging
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import FeatureNotificationError, JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
 from specd.daemon.cursor import PositionError
-from specd.lsp.context import Cursor, Surroundings, cursor_at, surroundings
+from specd.lsp.context import Cursor, LspWorkspace, Surroundings, cursor_at, is_open, surroundings
 from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 
 VERSION = "0.1.0"
+log = logging.getLogger("specd.lsp")
 
 
 class RequestFailed(JsonRpcException):
@@ -45,6 +47,14 @@ class SpecdServer(LanguageServer):
         self.config = config
         self.suggester = Suggester(functools.partial(Client.connect, config, launch=launch))
 
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls shows the user every message it could not read; a client's garbage is the log's
+        business (a request among it is answered: lsp/jsonrpc.py). A failing notification handler
+        is still shown: that is a bug of ours."""
+        log.warning("%s: %s", getattr(source, "__name__", source), error)
+        if source is FeatureNotificationError:
+            super().report_server_error(error, source)
+
     def touched(self, uri: str) -> None:
         if uri in self.recent:
             self.recent.remove(uri)
@@ -58,7 +68,7 @@ class SpecdServer(LanguageServer):
     def cursor(self, uri: str, position: types.Position) -> Cursor:
         """The request's cursor; an unknown document or a position outside it is the client's
         mistake, answered with InvalidParams (the server lives on)."""
-        if uri not in self.workspace.text_documents:
+        if not is_open(self.workspace, uri):
             raise JsonRpcInvalidParams(f"document {uri} is not open (send didOpen first)")
         try:
             return cursor_at(self.workspace.get_text_document(uri), position, self.config.lsp.multiline)
@@ -91,6 +101,7 @@ server = SpecdServer()
 
 @server.feature(types.INITIALIZE)
 def initialize(ls: SpecdServer, params: types.InitializeParams) -> None:
+    ls.workspace.__class__ = LspWorkspace   # pygls has just made it; no document is open yet
     ls.suggester.configure(params.initialization_options or {})
 
 

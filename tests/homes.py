@@ -23,6 +23,7 @@ LONG_TEXT = "".join(f"def f{i}(x):\n    return x * {i} + {i * 7}\n\n" for i in r
 
 
 def config_text(target: Path, draft: Path, **daemon) -> str:
+    daemon.setdefault("max_frame_bytes", 65536)
     options = "".join(f"{key} = {msgspec.json.encode(value).decode()}\n" for key, value in daemon.items())
     return f"""[models]
 target = "{target}"
@@ -40,7 +41,6 @@ cache_memory_mb = 64
 first_line_ms = 0        # completions that do not depend on how fast the machine is today
 
 [daemon]
-max_frame_bytes = 65536
 {options}"""
 
 

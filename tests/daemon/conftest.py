@@ -25,7 +25,8 @@ def free_port() -> int:
 def home(tmp_path_factory, tiny_target, tiny_draft):
     """The shared daemon's world; this process's environment points at it, so that the in-process
     clients find the daemon exactly as `specd` does."""
-    h = make_home(tmp_path_factory.mktemp("d"), tiny_target, tiny_draft, tcp_port=free_port())
+    h = make_home(tmp_path_factory.mktemp("d"), tiny_target, tiny_draft, tcp_port=free_port(),
+                  handshake_timeout_s=5)
     with pytest.MonkeyPatch.context() as mp:
         for key, value in h.env.items():
             mp.setenv(key, value)

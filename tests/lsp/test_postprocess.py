@@ -6,16 +6,14 @@ import asyncio
 
 import pytest
 from lsprotocol import types
-from pygls.workspace import TextDocument
-
 from specd.daemon.cursor import PositionError
-from specd.lsp.context import cursor_at
+from specd.lsp.context import LspTextDocument, clip, cursor_at
 from specd.lsp.postprocess import clean
 from specd.lsp.typed import Shown, rest_after_typing
 
 
 def cursor(text: str, line: int, character: int, multiline: str = "auto"):
-    return cursor_at(TextDocument("file:///t.py", text), types.Position(line, character), multiline)
+    return cursor_at(LspTextDocument("file:///t.py", text), types.Position(line, character), multiline)
 
 
 def test_trailing_whitespace_and_blank_lines_go():
@@ -76,6 +74,12 @@ def test_positions_outside_the_document_are_refused(line, character):
         cursor("a = 1\nb = 2\n", line, character)
 
 
+def test_the_line_after_the_last_exists_only_after_a_final_line_end():
+    assert cursor("a = 1\n", 1, 0).prefix == "a = 1\n"
+    with pytest.raises(PositionError):
+        cursor("a = 1\nb = 2", 2, 0)
+
+
 def test_utf16_positions_count_surrogate_pairs():
     c = cursor("s = '😀' + \n", 0, 11)
     assert c.prefix == "s = '😀' + " and c.line_rest == ""
@@ -107,3 +111,19 @@ def test_a_typed_through_rest_still_replaces_the_rest_of_the_line():
     suggester._spawn = lambda coroutine: coroutine.close()  # no daemon here: skip the verification
     rest = asyncio.run(suggester.suggest("u", cursor("x = f(a)\n", 0, 7), Surroundings("python")))
     assert rest.text == ", b)" and rest.replaces_rest
+
+
+def test_a_form_feed_ends_no_line():
+    """LSP ends lines at \\n, \\r\\n and \\r only; Python's splitlines also at a form feed."""
+    text = "x = 1\n\x0c\ndef f(y):\n    "
+    assert cursor(text, 3, 4).prefix == text
+    assert cursor("a\rb\r\nc", 2, 1).prefix == "a\rb\r\nc"
+
+
+def test_a_huge_prefix_is_cut_at_an_aligned_line_that_stays_put_while_typing():
+    text = "".join(f"line {i}\n" for i in range(100_000))
+    prefix, suffix = clip(text, "y" * 100_000, 100_000)
+    assert len(prefix) <= 32_000 and prefix.startswith("line ") and int(prefix.split()[1]) % 32 == 0
+    assert len(suffix) <= 8_000
+    assert clip(text + "abc", "", 100_000)[0].startswith(prefix[:20]), "one more key keeps the start"
+    assert clip("a\ud800b", "", 0) == ("a\ufffdb", ""), "a lone surrogate becomes U+FFFD"
