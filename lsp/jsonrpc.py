@@ -4,7 +4,7 @@ pygls logs a request whose params do not fit their type ("Unable to deserialize 
 drops it, so the client waits for a reply that never comes. Here it gets InvalidParams (-32602)
 saying what did not fit, e.g. `Position.line should be in range [0:2147483647], but was -1`. A
 notification sent with an id (a request no handler answers) gets InvalidRequest (-32600), and so
-does a request without `"jsonrpc": "2.0"`. A change to a document that is not open is ignored
+does a request that is not JSON-RPC 2.0 (pygls drops those). A change to a document that is not open is ignored
 with a log line; pygls would fail on it and show the user an error about the server. Messages
 that are not requests at all (an array, a bare value) are logged and dropped: nothing is owed.
 """
@@ -51,17 +51,18 @@ class AnsweringProtocol(LanguageServerProtocol):
             error = message.error(f"{message.method}: {message.reason}")
             self._send_response(message.id, error=error.to_response_error())
             return
-        if not hasattr(message, "jsonrpc"):   # pygls hands on what is not JSON-RPC as it came
-            self._refuse(message)
+        if getattr(message, "jsonrpc", None) != self.VERSION:   # not JSON-RPC 2.0: pygls drops it
+            self._refuse(message)                                # (or hands it on as it came)
             return
         super().handle_message(message)
 
     def _refuse(self, message) -> None:
-        if isinstance(message, dict) and isinstance(message.get("id"), (int, str)) and "method" in message:
-            error = JsonRpcInvalidRequest(f'{message["method"]}: not JSON-RPC 2.0 (no "jsonrpc": "2.0")')
-            self._send_response(message["id"], error=error.to_response_error())
+        msg_id, method = _field(message, "id"), _field(message, "method")
+        if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool) and isinstance(method, str):
+            error = JsonRpcInvalidRequest(f'{method}: not JSON-RPC 2.0 (send "jsonrpc": "2.0")')
+            self._send_response(msg_id, error=error.to_response_error())
         else:
-            log.warning("ignored a message that is not a JSON-RPC request or notification: %.200r", message)
+            log.warning("ignored a message that is not a JSON-RPC 2.0 request or notification: %.200r", message)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
@@ -69,6 +70,10 @@ class AnsweringProtocol(LanguageServerProtocol):
             log.warning("didChange for %s, which is not open: ignored", params.text_document.uri)
             return
         yield from super().lsp_text_document__did_change(params)
+
+
+def _field(message, name: str):
+    return message.get(name) if isinstance(message, dict) else getattr(message, name, None)
 
 
 def _is_notification(message_type) -> bool:
