@@ -42,7 +42,7 @@ def fuzzed(tmp_path_factory, tiny_target, tiny_draft):
     for old, new in (("prefix_tokens = 2048", "prefix_tokens = 64"), ("max_tokens_limit = 256", "max_tokens_limit = 4"),
                      ("prefill_chunk = 8", "prefill_chunk = 64"), ("suffix_tokens = 64", "suffix_tokens = 16")):
         text = text.replace(old, new)
-    home.config_path.write_text(text + "\n[completion]\nmax_tokens = 2\n")
+    home.config_path.write_text(text.replace("[completion]\n", "[completion]\nmax_tokens = 2\n"))
     started = home.specd("start")
     assert started.returncode == 0, started.stderr
     yield home

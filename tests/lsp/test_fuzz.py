@@ -74,7 +74,7 @@ class Server:
 def server(tmp_path_factory, tiny_target, tiny_draft):
     home = make_home(tmp_path_factory.mktemp("lspfuzz"), tiny_target, tiny_draft)
     home.config_path.write_text(home.config_path.read_text().replace("prefill_chunk = 8", "prefill_chunk = 64")
-                                + "\n[completion]\nmax_tokens = 4\n")   # cheap completions
+                                .replace("[completion]\n", "[completion]\nmax_tokens = 4\n"))   # cheap completions
     lsp = Server(home.env)
     lsp.request("initialize", {"processId": None, "capabilities": {}, "rootUri": None})
     lsp.write(json.dumps({"jsonrpc": "2.0", "method": "initialized", "params": {}}).encode())
