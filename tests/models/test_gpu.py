@@ -99,7 +99,7 @@ def test_asking_for_cuda_without_it_is_an_error_that_says_why():
 def test_int8_draft_weights_on_cuda_are_refused_clearly():
     check_quantize("int8", torch.device("cpu"))
     check_quantize("auto", torch.device("cuda"))
-    with pytest.raises(ModelError, match="draft_quantize = \"int8\" runs on the CPU only, but the draft is on cuda"):
+    with pytest.raises(ModelError, match="draft_quantize = \"int8\" runs on the CPU only, but the model is on cuda"):
         check_quantize("int8", torch.device("cuda"))
 
 
