@@ -67,10 +67,11 @@ def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str]
     """One engine per weight kind, all resident, so that their cases take turns in one run."""
     from specd.daemon.runtime import build_engine
     from specd.decoding.bench import weights_bench
-    from specd.decoding.engine import RequestError
+    from specd.decoding.request import RequestError
+    from specd.models.quantize import KINDS
 
-    if unknown := [k for k in plan.quantize if k not in ("none", "int8", "int4")]:
-        raise RequestError(f"unknown weight kinds {unknown}; known: none, int8, int4")
+    if unknown := [k for k in plan.quantize if k not in KINDS]:
+        raise RequestError(f"unknown weight kinds {unknown}; known: {', '.join(KINDS)}")
     engines = {}
     for kind in plan.quantize:
         log(f"loading the {kind} target")

@@ -52,8 +52,7 @@ class Engine:
             self.low_width = smallest_equivalent_width(target.model, settings.capacity, settings.width,
                                                        self.pad_id, len(target.tokenizer))
         self.folds = settings.fold_prompt and folds_exactly(target.model, settings.capacity, settings.width,
-                                                            self.low_width, settings.prefill_chunk, self.pad_id,
-                                                            len(target.tokenizer))
+                                                            settings.prefill_chunk, self.pad_id, len(target.tokenizer))
         # What is learned across requests: whether drafting with the draft model pays, per mode,
         # so that "draft" and "hybrid" (which the bench alternates) never judge by each other.
         self.pacing = {mode: Pacing(judge=settings.pace_drafts) for mode in MODEL_DRAFTERS if draft is not None}

@@ -58,8 +58,7 @@ def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: in
 FOLDS = (1, 4, 23)  # prompt tokens folded into a pass, probed: a keystroke's edit is a few to ~25
 
 
-def folds_exactly(model: torch.nn.Module, capacity: int, width: int, low: int, chunk: int, pad_id: int,
-                  vocab: int) -> bool:
+def folds_exactly(model: torch.nn.Module, capacity: int, width: int, chunk: int, pad_id: int, vocab: int) -> bool:
     """Whether the prompt's last tokens can be computed in the pass that verifies the first draft
     (decoding/engine.py) with the bits a separate prefill gives them: the rows after them, and
     the keys and values they leave, must be identical both ways, for each probed fold size."""
@@ -67,14 +66,13 @@ def folds_exactly(model: torch.nn.Module, capacity: int, width: int, low: int, c
     prompt = torch.randint(0, vocab, (PROBE_PROMPT + max(FOLDS),), generator=g).tolist()
     block = torch.randint(0, vocab, (width,), generator=g).tolist()
     whole, folded = KVCache(model, capacity), KVCache(model, capacity)
+    prefill(model, whole, prompt, chunk, lambda: False)  # the reference: the whole prompt prefilled, once
+    expected = step(model, whole, block, width, pad_id)
     for fold in FOLDS:
         head = len(prompt) - fold
-        whole.truncate(0)
-        prefill(model, whole, prompt, chunk, lambda: False)
-        expected = step(model, whole, block, max(width, low), pad_id)
         folded.truncate(0)
         prefill(model, folded, prompt[:head], chunk, lambda: False)
-        got = step(model, folded, prompt[head:] + block, max(fold + width, low), pad_id, prompt=fold)
+        got = step(model, folded, prompt[head:] + block, fold + width, pad_id, prompt=fold)
         if not (torch.equal(got, expected) and _same_kv(whole, folded, len(prompt) + width)):
             return False
     return True

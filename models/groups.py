@@ -20,7 +20,6 @@ import torch
 
 GROUPS = "specd-q4k-groups.safetensors"
 BLOCK_BYTES = 144   # Q4_K: d, dmin (fp16), 12 bytes of 6-bit scales and minimums, 128 of nibbles
-BLOCK_WEIGHTS = 256
 
 _LAYER = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
           "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
