@@ -31,6 +31,7 @@ log = logging.getLogger("specd.models")
 
 KINDS = ("none", "int8", "int4")
 VERSION = 1  # of the cached layout: raise it when what is saved changes
+ALIGN = 64   # bytes: what the CPU kernels may assume of a tensor's start
 
 
 def quantize(model: torch.nn.Module, folder: Path, kind: str, cache_dir: Path,
@@ -108,7 +109,10 @@ def _read(path: Path) -> dict[str, torch.Tensor] | None:
     except (SafetensorError, OSError) as error:  # half-written or damaged: quantize again
         log.warning("%s is unreadable (%s); quantizing again", path, error)
         return None
-    return tensors
+    # A safetensors file's tensors lie at 8-byte offsets; torch's AVX-512 int4 kernel reads its
+    # packed weights with aligned loads and crashes on them (seen on an AVX-512 CPU, not on AVX2).
+    # A copy is in memory from torch's allocator, which aligns to 64 bytes.
+    return {name: tensor.clone() if tensor.data_ptr() % ALIGN else tensor for name, tensor in tensors.items()}
 
 
 def _write(path: Path, tensors: dict[str, torch.Tensor]) -> None:
