@@ -104,14 +104,20 @@ def cmd_bench_daemon(args) -> int:
 
 
 def daemon_report(r: dict) -> str:
-    e, c, b = r["edit"], r["cancel"], r["burst"]
+    e, a, c, b = r["edit"], r["accept"], r["cancel"], r["burst"]
     ms = lambda x: "-" if x is None else f"{x:.0f} ms"  # noqa: E731
     s = r["settings"]
     lines = [f"target {s['target']}, draft {s['draft']} on {s['device']} ({s['dtype']}); max_tokens {s['max_tokens']}",
              f"cold request        {ms(e['cold_ms']):>9}  ({e['cold_prompt_tokens']} prompt tokens, "
              f"{e['cold_prefilled_tokens']} prefilled)",
              f"one-character edit  {ms(e['edit_ms']):>9}  ({e['edit_reused_tokens']} reused, "
-             f"{e['edit_prefilled_tokens']} prefilled; {e['speedup']:.1f}x the cold request's speed)"]
+             f"{e['edit_prefilled_tokens']} prefilled; {e['speedup']:.1f}x the cold request's speed)",
+             f"deleted back        {ms(e['deleted_back_ms']):>9}  ({'from the suggestion cache' if e['deleted_back_from_cache'] else 'computed'}"
+             f"{', the first answer' if e['deleted_back_same'] else ', NOT the first answer'})",
+             f"Tab, no prefetch    {ms(a['no_prefetch_ms']):>9}",
+             f"Tab, prefetched     {ms(a['prefetched_ms']):>9}  ({'from the suggestion cache' if a['prefetched_from_cache'] else 'computed'})",
+             f"Tab at once         {ms(a['tab_at_once_ms']):>9}  (waits for the prefetch in flight; "
+             f"{'the same' if a['same_text'] else 'NOT the same'} next suggestion in all three)"]
     for phase in ("prefill", "decoding"):
         p = c[phase]
         lines.append(f"cancel in {phase:9} p50 {ms(p['p50_ms'])}, max {ms(p['max_ms'])} over {p['cancelled']} cancels"

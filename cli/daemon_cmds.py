@@ -78,7 +78,8 @@ def render_status(s: protocol.Status) -> str:
         f"memory    {s.rss_mb:.0f} MB resident; KV caches {s.cache_mb:.1f} MB for {s.cache_documents} documents",
         f"requests  {s.served} served, {s.cancelled} cancelled, {s.errors} errors; "
         f"{running} running, {len(s.active) - running} queued; {s.forward_passes} forward passes",
-        f"reuse     {share(s.reuse)} of prompt tokens came from the cache",
+        f"reuse     {share(s.reuse)} of prompt tokens came from the cache; {s.from_cache} answers kept "
+        f"from before (suggestion cache), {s.prefetched} accept branches prefetched",
         f"accepted  {acceptance}",
         f"latency   p50 {ms(s.p50_ms)}, p95 {ms(s.p95_ms)} (time to result)",
     ])

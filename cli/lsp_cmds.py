@@ -35,6 +35,8 @@ def add_parsers(sub) -> None:
     add_typing_arguments(replay)
     replay.add_argument("--no-reuse", action="store_true", help="no prefix reuse, no typed-through answers")
     replay.add_argument("--no-cancel", action="store_true", help="never cancel: every request runs to the end")
+    replay.add_argument("--no-prefetch", action="store_true",
+                        help="no accept branches computed ahead (the typist never presses Tab)")
     replay.add_argument("--baseline", action="store_true",
                         help="also run with --no-reuse --no-cancel, side by side in this run")
     replay.set_defaults(run=cmd_replay)
@@ -69,9 +71,11 @@ def cmd_replay(args) -> int:
     from specd.lsp.replay_report import report as figures
 
     passages = typed_passages(args)
-    runs = {"replay": Replay(passages, args.cps, args.pause_ms, reuse=not args.no_reuse, cancel=not args.no_cancel)}
+    runs = {"replay": Replay(passages, args.cps, args.pause_ms, reuse=not args.no_reuse, cancel=not args.no_cancel,
+                             prefetch=not args.no_prefetch)}
     if args.baseline:
-        runs["no-reuse-no-cancel"] = Replay(passages, args.cps, args.pause_ms, reuse=False, cancel=False)
+        runs["no-reuse-no-cancel"] = Replay(passages, args.cps, args.pause_ms, reuse=False, cancel=False,
+                                            prefetch=False)
     command = specd_command(args.config)
     trace = Paths.of(load_config(args.config)).trace
     report = {}

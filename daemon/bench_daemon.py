@@ -1,9 +1,13 @@
 """`specd bench-daemon`: the daemon's figures, measured against a running daemon as a client sees them.
 
-1. edit: a cold request, then a one-character edit at the cursor (tokens reused, ms, against cold);
-2. cancel: the time from sending Cancel to the "cancelled" reply while a long request runs, in
+1. edit: a cold request, then a one-character edit at the cursor (tokens reused, ms, against cold),
+   then the character deleted again (the first answer, kept in the suggestion cache);
+2. accept: Tab on a suggestion, the request at the cursor after it: with no prefetch, with the
+   accept branch prefetched while the user read, and with Tab pressed at once (the request waits
+   for the prefetch in flight);
+3. cancel: the time from sending Cancel to the "cancelled" reply while a long request runs, in
    prefill (a cold document) and in decoding (a warm one);
-3. burst: N keystrokes typed into one document `--interval-ms` apart, one request each, served
+4. burst: N keystrokes typed into one document `--interval-ms` apart, one request each, served
    newest-wins, and the same burst with `supersede=false` (every request served), side by side.
 
 The text typed in the burst is the file's own: the N characters after the cursor are taken out
@@ -15,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+
+import msgspec
 
 from specd.daemon import protocol
 from specd.daemon.client import Client, new_request_id
@@ -49,6 +55,12 @@ class Document:
                                  text=self.before + self.future[:typed] + self.after,
                                  cursor=len(self.before) + typed, max_tokens=max_tokens, supersede=supersede)
 
+    def accepted(self, name: str, suggestion: str, max_tokens: int) -> protocol.Complete:
+        """The request after `suggestion`, shown at the cursor with nothing typed, is accepted."""
+        return protocol.Complete(id=new_request_id(), document=f"{self.uri}#{name}",
+                                 text=self.before + suggestion + self.future + self.after,
+                                 cursor=len(self.before) + len(suggestion), max_tokens=max_tokens)
+
 
 async def timed(client: Client, message: protocol.Complete) -> tuple[protocol.Completion, float]:
     started = time.perf_counter()
@@ -59,10 +71,36 @@ async def timed(client: Client, message: protocol.Complete) -> tuple[protocol.Co
 async def edit_reuse(client: Client, doc: Document, run: str, max_tokens: int) -> dict:
     cold, cold_ms = await timed(client, doc.message(f"{run}-edit", 0, max_tokens))
     edit, edit_ms = await timed(client, doc.message(f"{run}-edit", 1, max_tokens))
+    back, back_ms = await timed(client, doc.message(f"{run}-edit", 0, max_tokens))
     return {"cold_ms": cold_ms, "cold_prompt_tokens": cold.stats.prompt_tokens,
             "cold_prefilled_tokens": cold.stats.prefilled_tokens, "edit_ms": edit_ms,
             "edit_reused_tokens": edit.stats.reused_tokens, "edit_prefilled_tokens": edit.stats.prefilled_tokens,
-            "speedup": cold_ms / edit_ms if edit_ms else None}
+            "speedup": cold_ms / edit_ms if edit_ms else None,
+            "deleted_back_ms": back_ms, "deleted_back_from_cache": back.stats.from_cache,
+            "deleted_back_same": back.text == cold.text}
+
+
+async def accept_branch(client: Client, doc: Document, run: str, max_tokens: int) -> dict:
+    """Tab on a suggestion shown at the cursor: the next request's time with no prefetch, with the
+    prefetch done before Tab, and with Tab at once, waiting for the prefetch in flight. Each on a
+    document of its own, so each starts cold; the three next suggestions must be the same text."""
+    out, texts = {}, []
+    for case in ("no_prefetch", "prefetched", "tab_at_once"):
+        name = f"{run}-accept-{case}"
+        shown = await client.complete(doc.message(name, 0, max_tokens))
+        after = doc.accepted(name, shown.text, max_tokens)
+        if case != "no_prefetch":
+            ahead = msgspec.structs.replace(after, id=new_request_id(), prefetch=True, supersede=False)
+            prefetch = asyncio.ensure_future(client.complete(ahead))
+            if case == "prefetched":
+                await prefetch
+            else:
+                await until_running(client, ahead.id, reply=prefetch)
+        reply, out[f"{case}_ms"] = await timed(client, after)
+        out[f"{case}_from_cache"] = reply.stats.from_cache
+        texts.append(reply.text)
+    out["same_text"] = len(set(texts)) == 1
+    return out
 
 
 async def cancel_latency(client: Client, doc: Document, run: str, config: Config, n: int) -> dict:
@@ -70,7 +108,9 @@ async def cancel_latency(client: Client, doc: Document, run: str, config: Config
     passes are `engine.prefill_chunk` tokens long) and on a warm one (it lands in decoding)."""
     cold = [doc.message(f"{run}-cancel-cold-{i}", 0, config.engine.max_tokens_limit) for i in range(n)]
     await client.complete(doc.message(f"{run}-cancel-warm", 0, 1))     # its prompt is cached now
-    warm = [doc.message(f"{run}-cancel-warm", 0, config.engine.max_tokens_limit) for _ in range(n)]
+    # each its own limit: one that finishes before its cancel must not answer the next from the
+    # suggestion cache
+    warm = [doc.message(f"{run}-cancel-warm", 0, config.engine.max_tokens_limit - i) for i in range(n)]
     return {"prefill": await cancels(client, cold), "decoding": await cancels(client, warm)}
 
 
@@ -134,6 +174,7 @@ async def run_bench_daemon(config: Config, doc: Document, plan: DaemonBench) -> 
                                "burst": plan.burst, "interval_ms": plan.interval_ms, "target": status.target,
                                "draft": status.draft, "device": status.device, "dtype": status.dtype}}
         result["edit"] = await edit_reuse(client, doc, run, plan.max_tokens)
+        result["accept"] = await accept_branch(client, doc, run, plan.max_tokens)
         result["cancel"] = await cancel_latency(client, doc, run, config, plan.cancels)
         result["burst"] = {
             "newest_wins": await burst(client, doc, run, plan.burst, plan.interval_ms, plan.max_tokens, True),

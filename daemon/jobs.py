@@ -65,4 +65,4 @@ def trace_record(job: Job, replied: float) -> TraceRecord:
         reply_ms=ms(job.finished, replied), total_ms=ms(job.received, replied),
         passes=job.passes_at_end - job.passes_at_start,
         passes_after_cancel=None if job.passes_at_cancel is None else job.passes_at_end - job.passes_at_cancel,
-        stats=stats)
+        stats=stats, prefetch=job.prefetch)

@@ -13,14 +13,18 @@ WINDOW = 1000  # latency percentiles cover this many recent completions
 class Metrics:
     def __init__(self):
         self.served = self.cancelled = self.errors = 0
+        self.from_cache = self.prefetched = 0
         self.prompt_tokens = self.reused_tokens = 0
         self.proposed: Counter[str] = Counter()
         self.accepted: Counter[str] = Counter()
         self.latencies: deque[float] = deque(maxlen=WINDOW)
 
     def add(self, line: TraceRecord) -> None:
-        if line.outcome == "done":
+        if line.prefetch and line.outcome == "done":   # no one waited for it: not a latency
+            self.prefetched += 1
+        elif line.outcome == "done":
             self.served += 1
+            self.from_cache += line.stats.from_cache
             self.latencies.append(line.total_ms)
         elif line.outcome == "cancelled":
             self.cancelled += 1

@@ -24,7 +24,7 @@ import msgspec
 from specd.decoding.registry import DrafterName
 from specd.decoding.stats import Stats
 
-VERSION = 2                           # 2: a reply carries the engine's Stats whole
+VERSION = 3                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers
 HEADER = struct.Struct(">I")          # the length of the JSON body that follows
 DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
 
@@ -80,6 +80,8 @@ class Complete(Message, tag="complete"):
     supersede: bool = True            # False: do not cancel older requests for this document
     reuse: bool = True                # False: start from a cold cache (for side-by-side comparisons)
     suffix_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None  # this request's suffix budget
+    prefetch: bool = False            # computed ahead for the suggestion cache (the accept branch of
+                                      # one just shown): run only when idle, preempted by any other
 
     def split(self) -> tuple[str, str]:
         """(prefix, suffix); ValueError says what is wrong with the cursor fields."""
@@ -153,6 +155,8 @@ class Status(Message, tag="status"):
     p95_ms: float | None
     forward_passes: int
     active: list[Active] = []
+    from_cache: int = 0               # of served, answered from the suggestion cache
+    prefetched: int = 0               # prefetches computed (not in served or the percentiles)
     device_reason: str = ""           # why this device ("auto: NVIDIA H200 (torch 2.13.0+cu128)")
 
 

@@ -6,6 +6,11 @@ document (unless it says `supersede=False`) cancels that document's request in f
 step boundary, through the engine's `cancelled` callback (what it prefilled stays cached), and
 drops that document's queued requests with a "cancelled" reply. An explicit Cancel and a client's
 disconnect cancel the same way. Every job ends in exactly one call of `finish`.
+
+A request whose answer is kept (daemon/answers.py) is answered at once, without the worker. A
+prefetch (the accept branch of a suggestion just shown) waits in a lane of its own that the worker
+takes only when no one is waiting: any other request preempts it at its next step boundary, except
+the request for that very answer, which waits for it and takes its answer (the Tab it prefetched).
 """
 
 from __future__ import annotations
@@ -17,16 +22,18 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Literal
 
 from specd.daemon import protocol
+from specd.daemon.answers import Answers, answer_key
 from specd.decoding.engine import Engine
 from specd.decoding.request import Completion, CompletionRequest
 from specd.decoding.stats import Stats
 
 log = logging.getLogger("specd.scheduler")
 
-Cause = Literal["superseded", "cancel", "disconnect", "shutdown"]
+Cause = Literal["superseded", "preempted", "cancel", "disconnect", "shutdown"]
 
 
 @dataclass(eq=False)
@@ -52,6 +59,15 @@ class Job:
     def document(self) -> str:
         return self.message.document
 
+    @property
+    def prefetch(self) -> bool:
+        return self.message.prefetch
+
+    @cached_property
+    def answer(self) -> bytes | None:
+        """The key of its answer in the suggestion cache (None: it can have none)."""
+        return answer_key(self.request)
+
 
 class PassCounter:
     """Counts the models' forward passes (a pre-hook on each), so that how far a cancel lands
@@ -66,10 +82,12 @@ class PassCounter:
 
 
 class Scheduler:
-    def __init__(self, engine: Engine, finish: Callable[[Job], None]):
+    def __init__(self, engine: Engine, finish: Callable[[Job], None], answers: Answers | None = None):
         self.engine, self.finish = engine, finish
+        self.answers = Answers() if answers is None else answers
         self.passes = PassCounter(engine)
         self.queue: deque[Job] = deque()
+        self.spare: deque[Job] = deque()               # prefetches: taken when the queue is empty
         self.jobs: dict[tuple[int, int], Job] = {}   # queued and running
         self.running: Job | None = None
         self.closed = False
@@ -79,11 +97,34 @@ class Scheduler:
     def submit(self, job: Job) -> None:
         assert job.key not in self.jobs, f"request {job.key} is already in flight"
         assert not self.closed, "the scheduler takes no work after close()"
-        if job.message.supersede:
-            self.cancel_where(lambda other: other.document == job.document, "superseded")
+        if job.prefetch:   # the newest prefetch per document; it never cancels a request
+            self.cancel_where(lambda other: other.prefetch and other.document == job.document, "superseded")
+        else:
+            self.cancel_where(lambda other: self._displaces(job, other), "superseded")
+            self.cancel_where(lambda other: other.prefetch and other is self.running
+                              and other.answer != job.answer, "preempted")
+        if self._answered(job):
+            return
         self.jobs[job.key] = job
-        self.queue.append(job)
+        (self.spare if job.prefetch else self.queue).append(job)
         self._wakeup.set()
+
+    def _displaces(self, job: Job, other: Job) -> bool:
+        """A request supersedes the older ones for its document, but not a running prefetch of its
+        own answer: it waits for that one instead."""
+        if not job.message.supersede or other.document != job.document:
+            return False
+        return not (other.prefetch and other is self.running and job.answer is not None
+                    and other.answer == job.answer)
+
+    def _answered(self, job: Job) -> bool:
+        """Answer `job` from the suggestion cache if its answer is kept there."""
+        if (kept := self.answers.get(job.request)) is None:
+            return False
+        job.started = job.finished = time.perf_counter()
+        job.result = kept
+        self.finish(job)
+        return True
 
     def cancel(self, key: tuple[int, int], cause: Cause) -> bool:
         """Cancel one job; False if there is none by that key (it may have just finished)."""
@@ -106,7 +147,7 @@ class Scheduler:
                 job.passes_at_cancel = self.passes.count
             job.cancel.set()        # the engine sees it before its next forward pass
             return
-        self.queue.remove(job)
+        (self.spare if job.prefetch else self.queue).remove(job)
         del self.jobs[job.key]
         job.started = job.finished = time.perf_counter()
         job.result = Completion("", [], "cancelled", None, Stats())
@@ -116,20 +157,29 @@ class Scheduler:
         out = []
         if (job := self.running) is not None:
             out.append(protocol.Active(job.message.id, job.document, "running", self.passes.count - job.passes_at_start))
-        out += [protocol.Active(job.message.id, job.document, "queued") for job in self.queue]
+        out += [protocol.Active(job.message.id, job.document, "queued") for job in (*self.queue, *self.spare)]
         return out
 
     async def run(self) -> None:
         """Feed the worker, one job at a time, until close()."""
         loop = asyncio.get_running_loop()
         while not self.closed:
-            if not self.queue:
+            if not self.queue and not self.spare:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            job = self.running = self.queue.popleft()
+            job = (self.queue or self.spare).popleft()
+            del self.jobs[job.key]
+            try:
+                if self._answered(job):   # a prefetch that ran meanwhile computed it
+                    continue
+            except Exception:
+                log.exception("request %s: finishing it failed", job.key)
+                continue
+            self.jobs[job.key] = self.running = job
             try:
                 job.result = await loop.run_in_executor(self._worker, self._work, job)
+                self.answers.put(job.request, job.result)
             except Exception as error:  # a request the engine refused, or a bug: the reply says so
                 job.result = error
             finally:

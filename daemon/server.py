@@ -210,6 +210,7 @@ class Server:
             served=m.served, cancelled=m.cancelled, errors=m.errors, reuse=m.reuse(),
             acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
             forward_passes=self.scheduler.passes.count, active=self.scheduler.active(),
+            from_cache=m.from_cache, prefetched=m.prefetched,
             device_reason=e.target.device_reason)
 
 

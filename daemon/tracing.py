@@ -50,7 +50,7 @@ class TraceRecord(msgspec.Struct, frozen=True):
     drafter: str
     received_at: float                    # unix time
     outcome: Literal["done", "cancelled", "error"]
-    cause: str | None                     # why it was cancelled: superseded, cancel, disconnect, shutdown
+    cause: str | None                     # why it was cancelled: superseded, preempted, cancel, disconnect, shutdown
     error: str | None                     # the error reply's message
     stop_reason: str | None
     queue_ms: float
@@ -60,6 +60,7 @@ class TraceRecord(msgspec.Struct, frozen=True):
     passes: int                           # forward passes of either model for this request
     passes_after_cancel: int | None       # of those, how many began after the cancel was asked
     stats: Stats                          # an error: empty (no engine phases, all "other")
+    prefetch: bool = False                # computed ahead for the suggestion cache, no one waiting
 
     def phase_ms(self, phase: str) -> float:
         return getattr(self.stats if phase in ENGINE_PHASES else self, f"{phase}_ms")

@@ -37,6 +37,7 @@ class Stats(msgspec.Struct):
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     total_ms: float = 0.0          # the engine's time, from tokenizing to the last token
+    from_cache: bool = False       # answered from the daemon's suggestion cache: no model work
     steps: list[Step] = []
 
     def record(self, step: Step) -> None:

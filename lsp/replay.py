@@ -31,6 +31,7 @@ class Replay:
     pause_ms: float = 0.0         # after each word (typist.schedule); 0: an even stream of keys
     reuse: bool = True
     cancel: bool = True
+    prefetch: bool = True         # the accept branch of each suggestion shown (never taken here)
     timeout_s: float = 300.0
 
 
@@ -44,7 +45,7 @@ async def replay(job: Replay, command: list[str], env: dict | None = None) -> li
     try:
         await client.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(),
-            initialization_options={"reuse": job.reuse, "cancel": job.cancel}))
+            initialization_options={"reuse": job.reuse, "cancel": job.cancel, "prefetch": job.prefetch}))
         client.initialized(types.InitializedParams())
         for passage in job.passages:
             outcomes.append(await _type_passage(client, job, passage))

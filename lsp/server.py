@@ -18,7 +18,7 @@ from pygls.lsp.server import LanguageServer
 from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
 from specd.daemon.cursor import PositionError
-from specd.lsp.context import Cursor, LspWorkspace, Surroundings, cursor_at, is_open, surroundings
+from specd.lsp.context import Cursor, LspTextDocument, LspWorkspace, Surroundings, cursor_at, is_open, surroundings
 from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
@@ -79,13 +79,29 @@ class SpecdServer(LanguageServer):
         return surroundings(self.workspace, uri, self.recent, self.config.lsp.extra_documents)
 
     async def suggest(self, uri: str, position: types.Position) -> tuple[Cursor, Suggestion | None]:
-        """The cursor and what to suggest there; a daemon that cannot serve is RequestFailed."""
-        cursor = self.cursor(uri, position)
+        """The cursor and what to suggest there; a daemon that cannot serve is RequestFailed. A
+        suggestion shown has its accept branch prefetched."""
+        cursor, around = self.cursor(uri, position), self.surroundings(uri)
         try:
-            return cursor, await self.suggester.suggest(uri, cursor, self.surroundings(uri))
+            suggestion = await self.suggester.suggest(uri, cursor, around)
         except (DaemonUnavailable, DaemonError) as error:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"specd: {error}"))
             raise RequestFailed(message=str(error), code=RequestFailed.CODE) from None
+        if suggestion is not None and is_open(self.workspace, uri):
+            self.suggester.prefetch_after(uri, self.accepted(uri, cursor, suggestion), around)
+        return cursor, suggestion
+
+    def accepted(self, uri: str, cursor: Cursor, suggestion: Suggestion) -> Cursor:
+        """The cursor after `suggestion` is accepted, cut from the document as it will then be, by
+        the same rules as any request's: so the request after Tab is the one prefetched."""
+        document = self.workspace.get_text_document(uri)
+        start = document.offset_at_position(types.Position(cursor.line, cursor.character))
+        end = start + len(cursor.line_rest) if suggestion.replaces_rest else start
+        after = LspTextDocument(uri, document.source[:start] + suggestion.text + document.source[end:],
+                                language_id=document.language_id, position_codec=document.position_codec)
+        *above, last = suggestion.text.split("\n")
+        character = (0 if above else cursor.character) + document.position_codec.client_num_units(last)
+        return cursor_at(after, types.Position(cursor.line + len(above), character), self.config.lsp.multiline)
 
     def reply_range(self, cursor: Cursor, suggestion: Suggestion, uri: str) -> types.Range:
         """Always a range: from the cursor, to the line's end where the suggestion replaces it."""

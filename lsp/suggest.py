@@ -7,6 +7,11 @@ is answered here, at once, with nothing; its daemon request is superseded there 
 
 The suggester owns the connection to the daemon and what it remembers per document (the newest
 request, the suggestion shown); the server owns the documents and passes in what a request needs.
+
+Once a suggestion is shown, the suggester asks the daemon to prefetch its accept branch: the
+request the editor will send after Tab, computed while the user reads, kept in the daemon's
+suggestion cache (daemon/answers.py) and answered from there at once. The daemon runs it only
+while idle, and any keystroke's request preempts it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
+import msgspec
 from pygls.exceptions import JsonRpcInvalidParams
 
 from specd.daemon import protocol
@@ -37,18 +43,21 @@ class Suggester:
         self.connecting = asyncio.Lock()
         self.newest: dict[str, asyncio.Event] = {}  # per document: set when superseded
         self.shown: dict[str, Shown] = {}           # per document: the last suggestion
+        self.prefetched: dict[str, tuple[str, str]] = {}  # per document: the last accept branch asked
         self.background: set[asyncio.Task] = set()
         self.reuse = True    # prefix reuse in the daemon, typed-through answers here
         self.cancel = True   # stale requests end at once, and are superseded in the daemon
+        self.prefetch = True  # the accept branch of a suggestion shown, computed while idle
 
     def configure(self, options: object) -> None:
-        """`initializationOptions`: {"reuse": bool, "cancel": bool}, both true by default
-        (`specd replay --no-reuse --no-cancel` turns them off for a side-by-side run)."""
+        """`initializationOptions`: {"reuse": bool, "cancel": bool, "prefetch": bool}, all true by
+        default (`specd replay --no-reuse --no-cancel --no-prefetch` turns them off for a
+        side-by-side run)."""
         if not isinstance(options, dict):
             raise JsonRpcInvalidParams(f"initializationOptions must be an object, not {type(options).__name__}")
         for key, value in options.items():
-            if key not in ("reuse", "cancel") or not isinstance(value, bool):
-                raise JsonRpcInvalidParams(f"initializationOptions: {key!r} must be one of reuse, cancel "
+            if key not in ("reuse", "cancel", "prefetch") or not isinstance(value, bool):
+                raise JsonRpcInvalidParams(f"initializationOptions: {key!r} must be one of reuse, cancel, prefetch "
                                            f"and a boolean, not {value!r}")
             setattr(self, key, value)
 
@@ -57,6 +66,7 @@ class Suggester:
 
     def forget(self, uri: str) -> None:
         self.shown.pop(uri, None)
+        self.prefetched.pop(uri, None)
         if (event := self.newest.pop(uri, None)) is not None:
             event.set()
 
@@ -149,6 +159,15 @@ class Suggester:
         result = await self.ask(self.request(uri, cursor, around, hints=(shown.text,)))
         if self.shown.get(uri) is shown:  # nothing newer was shown meanwhile
             self._accept(uri, cursor, result)
+
+    def prefetch_after(self, uri: str, accepted: Cursor, around: Surroundings) -> None:
+        """Ask the daemon for the suggestion at `accepted`, the cursor after the one shown is
+        accepted; the reply only fills the daemon's cache. Asked once per accept branch."""
+        if not (self.prefetch and self.reuse) or self.prefetched.get(uri) == (accepted.prefix, accepted.suffix):
+            return
+        self.prefetched[uri] = accepted.prefix, accepted.suffix
+        request = msgspec.structs.replace(self.request(uri, accepted, around), prefetch=True, supersede=False)
+        self._spawn(self.ask(request))
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)

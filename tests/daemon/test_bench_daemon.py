@@ -15,6 +15,10 @@ def test_bench_daemon_reports_edit_cancel_and_burst(daemon, tmp_path):
     assert result.returncode == 0, result.stderr
     r = json.loads(out.read_text())
     assert r["edit"]["edit_reused_tokens"] > 0 and r["edit"]["cold_prefilled_tokens"] > 0
+    assert r["edit"]["deleted_back_from_cache"] and r["edit"]["deleted_back_same"]
+    a = r["accept"]
+    assert not a["no_prefetch_from_cache"] and a["prefetched_from_cache"] and a["tab_at_once_from_cache"]
+    assert a["same_text"]
     for phase in ("prefill", "decoding"):
         assert r["cancel"][phase]["cancelled"] + r["cancel"][phase]["finished_before_the_cancel"] == 2
     newest, every = r["burst"]["newest_wins"], r["burst"]["all_served"]

@@ -19,6 +19,8 @@ from specd.decoding.stats import Stats, Step
 
 def sample(kind, n: int):
     """A value of `kind` unlike its default (and unlike the other fields')."""
+    if kind is bool:
+        return True
     if kind is int:
         return n
     if kind is float:

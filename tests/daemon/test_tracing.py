@@ -16,9 +16,10 @@ EPSILON_MS = 1e-6
 
 
 async def traced_requests(daemon, client, document: str) -> list[TraceRecord]:
-    for drafter in ("hybrid", "lookup", "draft", "none"):
+    # each its own limit: the same request again would be answered from the suggestion cache
+    for i, drafter in enumerate(("hybrid", "lookup", "draft", "none")):
         await client.complete(protocol.Complete(id=new_request_id(), document=document, drafter=drafter,
-                                                prefix="import json\n\ndef load(path):\n    ", max_tokens=12))
+                                                prefix="import json\n\ndef load(path):\n    ", max_tokens=12 + i))
     return await trace_of(daemon, document, 4)
 
 
