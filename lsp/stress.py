@@ -8,8 +8,10 @@ completion request, and a `$/cancelRequest` for its previous request if that is 
 as VS Code does. The daemon's status is read every second (its memory, its KV caches).
 
 The report: requests sent; `completed` (answered with a result, empty or not; `suggested` of them
-had text), `cancelled` (RequestCancelled), `errors` (any other error reply), `lost` (no reply
-within `grace_s` of the last key); `crashed` (the daemon stopped answering or was replaced, or a
+had text), `cancelled` (RequestCancelled), `errors` (any other error reply, its messages in
+`error_messages`), `late` (still unanswered `grace_s` after the last key: the editor then cancels
+them, as one does when it closes, and they count as cancelled or completed by their reply), `lost`
+(no reply even then); `crashed` (the daemon stopped answering or was replaced, or a
 language server exited); `rss_start_mb` (the first reading after the warm-up: the first quarter
 of the run, at most 10 s), `rss_end_mb` (once the last answers are in), `rss_growth` (end over
 start, less 1); the largest KV-cache total seen against `engine.cache_memory_mb`; p50/p95 from
@@ -61,6 +63,8 @@ class Sent:
     answered: float | None = None
     outcome: str | None = None   # completed, cancelled, error
     suggested: bool = False
+    error: str | None = None     # an error reply's message
+    late: bool = False           # unanswered grace_s after the last key, so cancelled by the editor
 
 
 @dataclass
@@ -110,9 +114,16 @@ async def type_into(command: list[str], index: int, plan: Plan, started: float) 
         client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
             uri=uri, language_id="python", version=1, text=before + after)))
         await _type(client, uri, before, typed, plan, started, sent)
-        pending = [s.future for s in sent if s.outcome is None]
+        pending = [s for s in sent if s.outcome is None]
         if pending:
-            await asyncio.wait(pending, timeout=plan.grace_s)
+            await asyncio.wait([s.future for s in pending], timeout=plan.grace_s)
+        # what is still unanswered is cancelled, as an editor does when it closes: its reply (or
+        # none, which counts as lost) is waited for before the server is shut down
+        if pending := [s for s in sent if s.outcome is None]:
+            for s in pending:
+                s.late = True
+                client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=s.msg_id))
+            await asyncio.wait([s.future for s in pending], timeout=30)
         ended = None if server.returncode is None else \
             f"exited with {server.returncode}: {b''.join(tail).decode(errors='replace')[-2000:]}"
         if ended is None:
@@ -158,6 +169,7 @@ def _answered(future: asyncio.Future, record: Sent) -> None:
         record.outcome = "cancelled"
     elif (error := future.exception()) is not None:
         record.outcome = "cancelled" if getattr(error, "code", None) == CANCELLED else "error"
+        record.error = None if record.outcome == "cancelled" else str(error)
     else:
         record.outcome = "completed"
         result = future.result()
@@ -223,6 +235,8 @@ def report(plan: Plan, config: Config, runs: list[tuple[list[Sent], str | None]]
         "target": config.models.target, "draft": config.models.draft,
         "requests": len(sent), "completed": count("completed"), "suggested": sum(s.suggested for s in sent),
         "cancelled": count("cancelled"), "errors": count("error"), "lost": sum(s.outcome is None for s in sent),
+        "late": sum(s.late for s in sent),
+        "error_messages": sorted({s.error for s in sent if s.error})[:5],   # what went wrong, a few distinct
         "crashed": readings.failed is not None or bool(exits),
         "crash": readings.failed or (f"{len(exits)} language servers ended early; one {exits[0]}" if exits else None),
         "rss_start_mb": _round(start_mb), "rss_end_mb": _round(end_mb),

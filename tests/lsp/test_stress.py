@@ -24,7 +24,7 @@ def test_two_editors_typing_lose_nothing_and_the_daemon_holds(tiny_target, tiny_
     r = json.loads(out.read_text())
     assert (r["clients"], r["cps"], r["seconds"], r["target"]) == (2, 4.0, 5.0, str(tiny_target))
     assert r["requests"] >= 2 * 4 * 5 and r["requests"] == r["completed"] + r["cancelled"] + r["errors"] + r["lost"]
-    assert r["lost"] == 0 and r["errors"] == 0 and not r["crashed"], r
+    assert r["lost"] == 0 and r["errors"] == 0 and r["error_messages"] == [] and not r["crashed"], r
     assert r["completed"] >= 2, "each client's last key is answered"
     assert 0 < r["rss_start_mb"] and 0 < r["rss_end_mb"] and r["rss_growth"] is not None
     assert 0 < r["cache_mb_max"] <= r["cache_memory_mb"] == 64
