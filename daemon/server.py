@@ -38,6 +38,7 @@ class Connection:
     writer: asyncio.StreamWriter
     tcp: bool
     greeted: bool = False
+    refused: bool = False            # a handshake refused: read no more, close once replies are out
     peer: str = field(default="")
     opened: float = field(default_factory=time.monotonic)
 
@@ -98,7 +99,7 @@ class Server:
         self.connections[conn.number] = conn
         log.debug("connection %d from %s", conn.number, conn.peer)
         try:
-            while not writer.is_closing():
+            while not writer.is_closing() and not conn.refused:
                 try:
                     body = await self.next_frame(conn, reader)
                 except protocol.FrameTooLarge as error:
@@ -119,10 +120,22 @@ class Server:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass                              # the client went away, mid-frame or between frames
         finally:
-            del self.connections[conn.number]
             if n := self.scheduler.cancel_where(lambda job: job.client == conn.number, "disconnect"):
                 log.info("connection %d closed: cancelled %d requests", conn.number, n)
+                await self.replied(conn)
+            del self.connections[conn.number]
             writer.close()
+
+    async def replied(self, conn: Connection, timeout_s: float = 10.0) -> None:
+        """Until the connection's cancelled jobs have replied (the running one stops at its next
+        pass): a client refused mid-connection still gets an answer to every request it sent."""
+        deadline = time.monotonic() + timeout_s
+        while any(job.client == conn.number for job in self.scheduler.jobs.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        try:
+            await conn.writer.drain()
+        except ConnectionError:
+            pass                              # the client left: the replies go nowhere
 
     async def next_frame(self, conn: Connection, reader: asyncio.StreamReader) -> bytes:
         """The next frame's body. Until the handshake, frames are capped at HELLO_MAX_BYTES and the
@@ -161,10 +174,10 @@ class Server:
         if hello.version != protocol.VERSION:
             self.refuse(conn, Error(None, "version", f"this daemon speaks protocol version {protocol.VERSION}, "
                                     f"the client {hello.version}; restart the daemon (`specd stop`)"))
-            conn.writer.close()
+            conn.refused = True
         elif conn.tcp and not hmac.compare_digest(hello.token.encode(), (self.token or "").encode()):
             self.refuse(conn, Error(None, "unauthorized", "TCP clients must send the token from the token file"))
-            conn.writer.close()
+            conn.refused = True
         else:
             conn.greeted = True
             log.debug("connection %d is %s", conn.number, hello.client or "a client")

@@ -12,7 +12,7 @@ from specd.daemon import protocol
 from specd.daemon.client import Client, DaemonError, new_request_id
 from specd.daemon.config import load_config
 from specd.daemon.paths import read_token
-from tests.daemon.conftest import Raw
+from tests.daemon.conftest import Raw, long_request
 
 
 async def still_serving(raw: Raw) -> None:
@@ -67,6 +67,20 @@ async def test_the_handshake_comes_first_and_checks_the_version(daemon):
     assert isinstance(reply, protocol.Error) and reply.code == "version"
     assert await raw.reader.read() == b"", "a client of another version is disconnected"
     await still_serving(await Raw.unix(daemon))
+
+
+async def test_a_refused_hello_mid_connection_still_answers_the_request_in_flight(daemon):
+    """Found by the fuzzer: a Hello of another version after a Complete closed the connection
+    before the Complete's reply, which the client was owed."""
+    raw = await Raw.unix(daemon)
+    request = long_request("file:///refused-mid-way.py")
+    await raw.send(request)
+    await raw.send(protocol.Hello(protocol.VERSION + 1))
+    replies = [await raw.reply(), await raw.reply()]
+    assert {type(r) for r in replies} == {protocol.Error, protocol.Completion}, replies
+    (completion,) = [r for r in replies if isinstance(r, protocol.Completion)]
+    assert completion.id == request.id and completion.outcome == "cancelled"
+    assert await raw.reader.read() == b"", "then it is disconnected"
 
 
 async def test_a_duplicate_id_in_flight_is_refused(daemon):
