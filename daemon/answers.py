@@ -41,35 +41,29 @@ class Answers:
     def __init__(self, per_document: int = PER_DOCUMENT, documents: int = DOCUMENTS):
         self.per_document, self.documents = per_document, documents
         self.kept: OrderedDict[str, OrderedDict[bytes, Completion]] = OrderedDict()
-        self.hits = 0
 
-    def get(self, request: CompletionRequest) -> Completion | None:
-        """The kept answer, as a fresh Completion that says it came from here (no model work)."""
-        key = answer_key(request)
-        answers = self.kept.get(request.document)
+    def get(self, document: str, key: bytes | None) -> Completion | None:
+        """The answer kept under `key` (answer_key's) for `document`, as a fresh Completion that
+        says it came from here (no model work)."""
+        answers = self.kept.get(document)
         if key is None or answers is None or (kept := answers.get(key)) is None:
             return None
         answers.move_to_end(key)
-        self.kept.move_to_end(request.document)
-        self.hits += 1
+        self.kept.move_to_end(document)
         stats = Stats(prompt_tokens=kept.stats.prompt_tokens, from_cache=True)
         return Completion(kept.text, list(kept.tokens), kept.outcome, kept.stop_reason, stats)
 
-    def put(self, request: CompletionRequest, result: Completion) -> None:
-        key = answer_key(request)
+    def put(self, document: str, key: bytes | None, result: Completion) -> None:
         if key is None or result.outcome != "done":
             return
-        answers = self.kept.setdefault(request.document, OrderedDict())
+        answers = self.kept.setdefault(document, OrderedDict())
         answers[key] = result
         answers.move_to_end(key)
-        self.kept.move_to_end(request.document)
+        self.kept.move_to_end(document)
         while len(answers) > self.per_document:
             answers.popitem(last=False)
         while len(self.kept) > self.documents:
             self.kept.popitem(last=False)
-
-    def forget(self, document: str) -> None:
-        self.kept.pop(document, None)
 
     def __len__(self) -> int:
         return sum(len(answers) for answers in self.kept.values())

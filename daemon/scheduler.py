@@ -99,31 +99,28 @@ class Scheduler:
         assert not self.closed, "the scheduler takes no work after close()"
         if job.prefetch:   # the newest prefetch per document; it never cancels a request
             self.cancel_where(lambda other: other.prefetch and other.document == job.document, "superseded")
-        else:
-            self.cancel_where(lambda other: self._displaces(job, other), "superseded")
+        else:   # it supersedes its document's older requests and preempts a running prefetch
+            self.cancel_where(lambda other: job.message.supersede and other.document == job.document
+                              and not self._waits_for(job, other), "superseded")
             self.cancel_where(lambda other: other.prefetch and other is self.running
-                              and other.answer != job.answer, "preempted")
-        if self._answered(job):
+                              and not self._waits_for(job, other), "preempted")
+        if self._kept(job):
+            self.finish(job)
             return
         self.jobs[job.key] = job
         (self.spare if job.prefetch else self.queue).append(job)
         self._wakeup.set()
 
-    def _displaces(self, job: Job, other: Job) -> bool:
-        """A request supersedes the older ones for its document, but not a running prefetch of its
-        own answer: it waits for that one instead."""
-        if not job.message.supersede or other.document != job.document:
-            return False
-        return not (other.prefetch and other is self.running and job.answer is not None
-                    and other.answer == job.answer)
+    def _waits_for(self, job: Job, other: Job) -> bool:
+        """`other` is the running prefetch of `job`'s very answer: `job` waits for it, and takes it."""
+        return other.prefetch and other is self.running and job.answer is not None and other.answer == job.answer
 
-    def _answered(self, job: Job) -> bool:
-        """Answer `job` from the suggestion cache if its answer is kept there."""
-        if (kept := self.answers.get(job.request)) is None:
+    def _kept(self, job: Job) -> bool:
+        """Give `job` its answer from the suggestion cache, if it is kept there."""
+        if (kept := self.answers.get(job.document, job.answer)) is None:
             return False
         job.started = job.finished = time.perf_counter()
         job.result = kept
-        self.finish(job)
         return True
 
     def cancel(self, key: tuple[int, int], cause: Cause) -> bool:
@@ -169,22 +166,16 @@ class Scheduler:
                 await self._wakeup.wait()
                 continue
             job = (self.queue or self.spare).popleft()
+            if not self._kept(job):   # kept: a prefetch that ran meanwhile computed it
+                self.running = job
+                try:
+                    job.result = await loop.run_in_executor(self._worker, self._work, job)
+                    self.answers.put(job.document, job.answer, job.result)
+                except Exception as error:  # a request the engine refused, or a bug: the reply says so
+                    job.result = error
+                finally:
+                    self.running = None
             del self.jobs[job.key]
-            try:
-                if self._answered(job):   # a prefetch that ran meanwhile computed it
-                    continue
-            except Exception:
-                log.exception("request %s: finishing it failed", job.key)
-                continue
-            self.jobs[job.key] = self.running = job
-            try:
-                job.result = await loop.run_in_executor(self._worker, self._work, job)
-                self.answers.put(job.request, job.result)
-            except Exception as error:  # a request the engine refused, or a bug: the reply says so
-                job.result = error
-            finally:
-                self.running = None
-                del self.jobs[job.key]
             try:
                 self.finish(job)
             except Exception:  # a bug in replying or tracing must not stop the worker for everyone

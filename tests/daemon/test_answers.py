@@ -46,15 +46,17 @@ def test_the_key_is_what_decides_the_text():
 def test_only_finished_answers_are_kept_and_the_oldest_go():
     answers = Answers(per_document=2, documents=2)
     ask = lambda prefix, document="d": CompletionRequest(prefix=prefix, document=document)  # noqa: E731
-    answers.put(ask("a"), Completion("x", [1], "cancelled", None))
-    assert answers.get(ask("a")) is None, "a cancelled completion is not an answer"
+    put = lambda r, result: answers.put(r.document, answer_key(r), result)  # noqa: E731
+    get = lambda r: answers.get(r.document, answer_key(r))  # noqa: E731
+    put(ask("a"), Completion("x", [1], "cancelled", None))
+    assert get(ask("a")) is None, "a cancelled completion is not an answer"
     for prefix in "abc":
-        answers.put(ask(prefix), Completion(prefix * 2, [1], "done", "eos"))
-    assert answers.get(ask("a")) is None and answers.get(ask("c")).text == "cc"
-    assert answers.get(ask("c")).stats.from_cache
-    answers.put(ask("a", "e"), Completion("y", [2], "done", "eos"))
-    answers.put(ask("a", "f"), Completion("z", [3], "done", "eos"))
-    assert answers.get(ask("c")) is None, "the least recently used document went"
+        put(ask(prefix), Completion(prefix * 2, [1], "done", "eos"))
+    assert get(ask("a")) is None and get(ask("c")).text == "cc"
+    assert get(ask("c")).stats.from_cache
+    put(ask("a", "e"), Completion("y", [2], "done", "eos"))
+    put(ask("a", "f"), Completion("z", [3], "done", "eos"))
+    assert get(ask("c")) is None, "the least recently used document went"
     assert len(answers) == 2
 
 
@@ -117,3 +119,14 @@ async def test_a_prefetch_never_cancels_a_request_of_its_document(daemon, client
     await until_running(client, waited.id, reply=task)
     ahead = await client.complete(at(document, prefetch=True, supersede=False))
     assert (await task).outcome == "done" and ahead.outcome == "done"
+
+
+async def test_a_sampled_request_preempts_a_sampled_prefetch(daemon, client):
+    """Neither has a key in the suggestion cache: that is no reason to wait for the other."""
+    ahead = long_request("file:///answers-sampled-idle.py", prefetch=True, supersede=False, temperature=0.8)
+    prefetch = asyncio.ensure_future(client.complete(ahead))
+    await until_running(client, ahead.id, passes=2, reply=prefetch)
+    served = await client.complete(at("file:///answers-sampled-busy.py", temperature=0.8))
+    assert served.outcome == "done" and (await prefetch).outcome == "cancelled"
+    (line,) = await trace_of(daemon, ahead.document)
+    assert line.cause == "preempted"
