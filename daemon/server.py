@@ -122,7 +122,8 @@ class Server:
         finally:
             if n := self.scheduler.cancel_where(lambda job: job.client == conn.number, "disconnect"):
                 log.info("connection %d closed: cancelled %d requests", conn.number, n)
-                await self.replied(conn)
+                if conn.refused:              # the client is still there, and owed their replies
+                    await self.replied(conn)
             del self.connections[conn.number]
             writer.close()
 
