@@ -31,8 +31,11 @@ class Models(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     draft: str = "builtin"           # the same, or "none"
     device: str = "auto"             # auto | cpu | cuda | cuda:N
     dtype: str = "auto"              # auto | bf16 | fp16 | fp32
-    quantize: Literal["auto", "none", "int8", "int4"] = "auto"  # the target's weights; auto: int4 on the CPU
-    draft_quantize: Literal["auto", "int8", "none"] = "auto"  # auto: int8 on the CPU
+    # the weights: gguf (the file's own blocks on specd's kernels), int4 or int8 (torch's kernels),
+    # none (dense); auto: gguf on the CPU (int4 for the target, int8 for the draft, where specd's
+    # kernels were not built), none on a GPU
+    quantize: Literal["auto", "none", "int8", "int4", "gguf"] = "auto"
+    draft_quantize: Literal["auto", "int8", "gguf", "none"] = "auto"
     cache_dir: str = ""              # default: $SPECD_CACHE_DIR, else $XDG_CACHE_HOME/specd
 
 

@@ -32,8 +32,10 @@ def load_models(config: Config, pull: bool = False,
     draft = None
     if m.draft != "none":
         progress(f"loading draft {m.draft}")
-        draft = load(parse_spec(m.draft, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress)
-        if m.draft_quantize == "int8" or (m.draft_quantize == "auto" and draft.device.type == "cpu"):
+        kind = pick_quantize(m.draft_quantize, device, fallback="int8")
+        draft = load(parse_spec(m.draft, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress,
+                     quantize="gguf" if kind == "gguf" else "none")
+        if kind == "int8":
             draft = quantize_int8(draft)
     progress(f"models loaded in {time.perf_counter() - started:.1f} s: target {target.spec}, draft "
              f"{draft.spec if draft else 'none'}, on {target.device} ({target.device_reason}) in "

@@ -1,5 +1,5 @@
 """Convert a GGUF file once into a cached folder (bf16 safetensors + tokenizer, and the file's
-Q4_K blocks for an int4 target).
+quantized blocks for the CPU's kernels).
 
 Dequantizing a GGUF and converting its tokenizer takes most of a minute; loading the converted
 folder takes seconds. The folder is written under a temporary name and renamed into place, with a
@@ -47,7 +47,7 @@ def convert_gguf(gguf: Path, dest: Path, source: dict | None = None,
             del model.config.quantization_config
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
-        write_groups(gguf, partial)  # the file's own int4 blocks, for an int4 target (models/groups.py)
+        write_groups(gguf, partial)  # the file's own blocks, for a quantized target (models/groups.py)
         seal(partial, Marker(source=str(gguf), seconds=round(time.monotonic() - started, 1), **(source or {})))
         shutil.rmtree(dest, ignore_errors=True)
         os.replace(partial, dest)

@@ -30,18 +30,31 @@ def decide_device(name: str = "auto") -> DeviceChoice:
 
 
 def check_quantize(mode: str, device: torch.device, key: str = "draft_quantize") -> None:
-    """The int8 and int4 kernels are the CPU's (torch's weight-only kernels, torch.ao's dynamic ones)."""
-    if mode in ("int8", "int4") and device.type != "cpu":
+    """The quantized kernels are the CPU's (specd's block kernels, torch's weight-only ones,
+    torch.ao's dynamic ones); gguf needs specd's kernels built."""
+    if mode == "gguf" and device.type == "cpu":
+        from specd.decoding.qkernel import available
+
+        if not available():
+            raise ModelError(f"models.{key} = \"gguf\" needs specd's CPU kernels, which were not built here "
+                             f"(no C compiler when specd was installed): reinstall with gcc present, or set "
+                             f"{key} = \"int4\"" + ("" if key == "quantize" else " or \"int8\""))
+    if mode in ("int8", "int4", "gguf") and device.type != "cpu":
         raise ModelError(f"models.{key} = \"{mode}\" runs on the CPU only, but the model is on {device}: "
                          f"set {key} = \"auto\" (no quantizing there) or \"none\"")
 
 
-def pick_quantize(mode: str, device: torch.device) -> str:
-    """`auto`: int4 on the CPU, where a pass is bound by reading the weights (the README's table),
+def pick_quantize(mode: str, device: torch.device, fallback: str = "int4") -> str:
+    """`auto`: on the CPU, where a pass is bound by reading the weights, the GGUF's own blocks on
+    specd's kernels (the README's tables), or `fallback` on torch's where they were not built;
     none elsewhere."""
     if mode != "auto":
         return mode
-    return "int4" if device.type == "cpu" else "none"
+    if device.type != "cpu":
+        return "none"
+    from specd.decoding.qkernel import available
+
+    return "gguf" if available() else fallback
 
 
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specd.decoding.loaded import ModelSpec
-from specd.models.groups import GROUPS
+from specd.models.groups import GROUPS, OLD_GROUPS
 from specd.models.integrity import is_converted
 from specd.models.specs import cached_folder, cached_hub_folder
 
@@ -27,7 +27,7 @@ class ModelInfo:
 def info(spec: ModelSpec, cache_dir: Path) -> ModelInfo:
     folder = _folder_without_converting(spec, cache_dir)
     present = folder is not None and folder.is_dir()
-    weights = sorted(f for f in folder.glob("*.safetensors") if f.name != GROUPS) if present else []
+    weights = sorted(f for f in folder.glob("*.safetensors") if f.name not in (GROUPS, OLD_GROUPS)) if present else []
     converted = present and (spec.kind in ("folder", "hub") or is_converted(folder))
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if present else 0
     params, dtype = _count_parameters(weights) if weights else (None, None)

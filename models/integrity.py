@@ -63,13 +63,14 @@ def seal(folder: Path, marker: Marker) -> Marker:
     return sealed
 
 
-def join(folder: Path, names: list[str]) -> None:
-    """Add files newly cached into `folder` (already complete) to its manifest. A folder whose
-    marker lists no files (made by an older specd) stays unchecked: one file would not vouch for it."""
+def join(folder: Path, names: list[str], gone: tuple[str, ...] = ()) -> None:
+    """Add files newly cached into `folder` (already complete) to its manifest, and drop `gone`
+    ones (removed). A folder whose marker lists no files (made by an older specd) stays
+    unchecked: one file would not vouch for it."""
     marker = read_marker(folder)
     if not marker.files:
         return
-    files = {**marker.files, **{name: _entry(folder / name) for name in names}}
+    files = {**{k: v for k, v in marker.files.items() if k not in gone}, **{name: _entry(folder / name) for name in names}}
     _write_marker(folder, msgspec.structs.replace(marker, files=files))
 
 

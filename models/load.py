@@ -19,7 +19,9 @@ log = logging.getLogger("specd.models")
 
 def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "auto",
          pull: bool = False, say: Callable[[str], None] = log.info, quantize: str = "none") -> LoadedModel:
-    """`quantize`: none, int8 or int4 weights (CPU only; models/quantize.py), cached after the first time."""
+    """`quantize`: none, int8 or int4 weights on torch's kernels (models/quantize.py), or gguf, the
+    GGUF's own blocks on specd's (models/blocks.py); the quantized ones CPU only, cached after the
+    first time."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = resolve(spec, cache_dir, pull=pull, say=say)
@@ -32,6 +34,8 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         from specd.decoding.determinism import make_deterministic
 
         log.debug("deterministic CUDA: %s", make_deterministic(dev))
+    if quantize == "gguf":
+        return _load_blocks(spec, folder, cache_dir, dev, choice.reason, say)
     # bf16 activations where the weights are int8 or int4: torch's kernels for them are vectorized
     # for bf16 and several times slower in float32 (an AVX2 CPU without bf16 otherwise gets float32)
     dt = pick_dtype("bf16" if dtype == "auto" and quantize != "none" else dtype, dev)
@@ -57,6 +61,27 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
 
         graphs.attach(model)  # repeated pass shapes replay as CUDA graphs (decoding/graphs.py)
     return LoadedModel(spec, folder, tokenizer, model, dev, dt, device_reason=choice.reason, weights=quantize)
+
+
+def _load_blocks(spec: ModelSpec, folder: Path, cache_dir: Path, dev: torch.device, reason: str,
+                 say: Callable[[str], None]) -> LoadedModel:
+    """The `gguf` weights: GGUF blocks on specd's kernels, float32 between them (models/blocks.py)."""
+    from transformers import AutoTokenizer
+
+    from specd.decoding import attention
+    from specd.models.blocks import block_model
+    from specd.models.devices import check_quantize
+
+    check_quantize("gguf", dev, "quantize" if spec.role == "target" else "draft_quantize")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model, counts = block_model(folder, cache_dir, say)
+    except (OSError, ValueError) as error:
+        raise ModelError(f"cannot load {spec.role} model {spec} from {folder}: {error}") from None
+    if model.config._attn_implementation == "sdpa":
+        attention.install(model)
+    log.info("%s weights: %s", spec.role, ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    return LoadedModel(spec, folder, tokenizer, model, dev, torch.float32, device_reason=reason, weights="gguf")
 
 
 def quantize_int8(loaded: LoadedModel) -> LoadedModel:

@@ -29,7 +29,7 @@ from specd.models.groups import read_groups, unpack
 
 log = logging.getLogger("specd.models")
 
-KINDS = ("none", "int8", "int4")
+KINDS = ("none", "int8", "int4", "gguf")  # gguf: models/blocks.py
 VERSION = 1  # of the cached layout: raise it when what is saved changes
 ALIGN = 64   # bytes: what the CPU kernels may assume of a tensor's start
 
@@ -39,11 +39,11 @@ def quantize(model: torch.nn.Module, folder: Path, kind: str, cache_dir: Path,
     """Replace `model`'s linear layers in place; return how many layers got each weight kind."""
     assert kind in ("int8", "int4"), kind
     path = cache_dir / "quantized" / f"{folder.name}-{_key(folder)}-{kind}.safetensors"
-    tensors = _read(path)
+    tensors = read_cached(path)
     if tensors is None:
         say(f"quantizing {folder.name} to {kind}; this happens once")
         tensors = _plan(model, folder, kind)
-        _write(path, tensors)
+        write_cached(path, tensors)
     counts = {"int8": 0, "int4": 0}
     for name, linear in _linears(model):
         if f"{name}.packed" in tensors:
@@ -98,7 +98,7 @@ def _key(folder: Path) -> str:
     return hashlib.sha256(json.dumps(stamps).encode()).hexdigest()[:16]
 
 
-def _read(path: Path) -> dict[str, torch.Tensor] | None:
+def read_cached(path: Path) -> dict[str, torch.Tensor] | None:
     if not path.is_file():
         return None
     from safetensors import SafetensorError
@@ -115,7 +115,7 @@ def _read(path: Path) -> dict[str, torch.Tensor] | None:
     return {name: tensor.clone() if tensor.data_ptr() % ALIGN else tensor for name, tensor in tensors.items()}
 
 
-def _write(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+def write_cached(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)

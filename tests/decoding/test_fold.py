@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specd.decoding.request import CompletionRequest
+from specd.decoding import qkernel
+from specd.decoding.blocks import BlockLinear
 from specd.decoding.qlinear import Int4Linear
 from tests.conftest import tiny_engine
 
@@ -13,9 +15,13 @@ TEXT = "def total(items):\n    result = 0\n    for item in items:\n        resul
 SUFFIX = "\n\n\ndef mean(items):\n    return total(items) / len(items)\n"
 
 
-@pytest.fixture(scope="module")
-def int4(tiny_target, tmp_path_factory):
-    return tiny_engine(tiny_target, cache_dir=tmp_path_factory.mktemp("q"), quantize="int4", width=4)
+@pytest.fixture(scope="module", params=["int4", "gguf"])
+def int4(request, tiny_target, tmp_path_factory):
+    """A target with quantized weights: torch's int4 kernel (bf16 activations), or specd's block
+    kernels (Q8_0 here: the tiny model has no GGUF blocks; float32 activations)."""
+    if request.param == "gguf" and not qkernel.available():
+        pytest.skip("specd's kernels were not built here")
+    return tiny_engine(tiny_target, cache_dir=tmp_path_factory.mktemp("q"), quantize=request.param, width=4)
 
 
 def _complete(engine, prefix, document, drafter="none", cancelled=lambda: False, reuse=True, **kw):
@@ -33,9 +39,10 @@ def _passes(engine, run) -> tuple[object, int]:
         hook.remove()
 
 
-def test_int4_weights_fold_edits_and_need_no_padding(int4):
-    assert isinstance(int4.target.model.model.layers[0].mlp.up_proj, Int4Linear)
-    # int4's kernel computes a row from its own input alone, and attention pads its query blocks:
+def test_quantized_weights_fold_edits_and_need_no_padding(int4):
+    layer = int4.target.model.model.layers[0].mlp.up_proj
+    assert isinstance(layer, Int4Linear if int4.target.weights == "int4" else BlockLinear)
+    # the quantized kernels compute a row from its own input alone, and attention pads its query blocks:
     # every width gives the same bits, and a prompt's tokens may share a pass with the draft
     assert int4.low_width == 1 and int4.folds
 

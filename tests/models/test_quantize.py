@@ -75,4 +75,28 @@ def test_gguf_names_map_to_the_modules():
     assert hf_name("blk.11.attn_q.weight") == "model.layers.11.self_attn.q_proj"
     assert hf_name("blk.0.ffn_down.weight") == "model.layers.0.mlp.down_proj"
     assert hf_name("output.weight") == "lm_head"
-    assert hf_name("token_embd.weight") is None and hf_name("blk.0.attn_norm.weight") is None
+    assert hf_name("token_embd.weight") == "model.embed_tokens"
+    assert hf_name("blk.0.attn_norm.weight") is None
+
+
+@pytest.mark.skipif(not __import__("specd.decoding.qkernel", fromlist=["x"]).available(),
+                    reason="specd's kernels were not built here")
+def test_gguf_weights_hold_only_blocks_and_compute_the_model(tiny_target, tmp_path):
+    from specd.decoding.blocks import BlockEmbedding, BlockLinear
+
+    said: list[str] = []
+    first = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="gguf", say=said.append)
+    model = first.model
+    assert first.weights == "gguf" and first.dtype == torch.float32
+    assert isinstance(model.model.embed_tokens, BlockEmbedding) and isinstance(model.lm_head, BlockLinear)
+    assert not any(type(m) in (torch.nn.Linear, torch.nn.Embedding) for m in model.modules()), "nothing dense kept"
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()]), "every tensor is materialized"
+    assert any("Q8_0" in line for line in said), "a folder with no GGUF behind it is quantized to Q8_0"
+    said.clear()
+    again = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="gguf", say=said.append)
+    assert not any("quantizing" in line for line in said), "the second load reads the cache"
+    ids = list(range(3, 40))
+    assert torch.equal(_logits(first, ids), _logits(again, ids))
+    full = load(parse_spec(str(tiny_target)), tmp_path, "cpu", "fp32")
+    similarity = torch.nn.functional.cosine_similarity(_logits(first, ids).flatten(), _logits(full, ids).flatten(), 0)
+    assert similarity > 0.99, "close to the float32 model"

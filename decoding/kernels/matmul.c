@@ -1,0 +1,194 @@
+/* What Python calls (decoding/qkernel.py, through ctypes): y = x @ W.T for quantized W, rows of
+ * embeddings, and the thread pool that splits a matmul's output columns.
+ *
+ * Each output value y[m, n] is one dot product, computed whole by one thread in one fixed order,
+ * so the bits of a row do not depend on how many rows share the call or on the thread count.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "pool.h"
+
+enum { Q4_K = 12, Q6_K = 14, Q8_0 = 8 };  /* GGML's type numbers */
+
+/* one weight row against `rows` (1..ROWS) activation rows `stride` bytes apart */
+typedef void (*dot_fn)(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out);
+typedef void (*quant_fn)(const float *x, void *out, int k);
+
+static void q4k_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    for (int r = 0; r < rows; r++) out[r] = dot_q4k(w, (const act_k *)(x + stride * r), k);
+}
+
+static void q6k_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    for (int r = 0; r < rows; r++) out[r] = dot_q6k(w, (const act_k *)(x + stride * r), k);
+}
+
+static void q80_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    for (int r = 0; r < rows; r++) out[r] = dot_q80(w, (const act_32 *)(x + stride * r), k);
+}
+
+#if defined(__x86_64__) || defined(_M_X64)
+static void q4k_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    dot_q4k_avx2(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
+}
+
+static void q6k_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    dot_q6k_avx2(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
+}
+
+static void q80_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    for (int r = 0; r < rows; r++) out[r] = dot_q80_avx2(w, (const act_32 *)(x + stride * r), k);
+}
+#endif
+
+static int use_avx2 = -1;  /* -1: not decided yet */
+
+static int cpu_has_avx2(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return 0;
+#endif
+}
+
+static int avx2(void) {
+    if (use_avx2 < 0) use_avx2 = cpu_has_avx2();
+    return use_avx2;
+}
+
+/* 1: the AVX2 kernels run here; 0: the portable ones. `force` 0 or 1 chooses (for tests; 1 only
+ * where the CPU has them), -1 asks. */
+int specd_kernel_avx2(int force) {
+    if (force >= 0) use_avx2 = force && cpu_has_avx2();
+    return avx2();
+}
+
+static dot_fn pick_dot(int type) {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (avx2()) {
+        switch (type) {
+        case Q4_K: return q4k_rows_avx2;
+        case Q6_K: return q6k_rows_avx2;
+        case Q8_0: return q80_rows_avx2;
+        }
+    }
+#endif
+    switch (type) {
+    case Q4_K: return q4k_rows;
+    case Q6_K: return q6k_rows;
+    case Q8_0: return q80_rows;
+    }
+    return NULL;
+}
+
+static quant_fn pick_quant(int type) {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (avx2()) return type == Q8_0 ? (quant_fn)quantize_32_avx2 : (quant_fn)quantize_k_avx2;
+#endif
+    return type == Q8_0 ? (quant_fn)quantize_32 : (quant_fn)quantize_k;
+}
+
+/* bytes of activation blocks for one row of k values (the Python side sizes scratch with it) */
+int specd_act_bytes(int type, int k) {
+    return type == Q8_0 ? k / QB * (int)sizeof(act_32) : k / QK * (int)sizeof(act_k);
+}
+
+static size_t row_bytes(int type, int k) {
+    switch (type) {
+    case Q4_K: return (size_t)(k / QK) * sizeof(block_q4k);
+    case Q6_K: return (size_t)(k / QK) * sizeof(block_q6k);
+    case Q8_0: return (size_t)(k / QB) * sizeof(block_q80);
+    }
+    return 0;
+}
+
+typedef struct {
+    dot_fn dot;
+    const uint8_t *w;
+    size_t stride;       /* bytes per weight row */
+    const uint8_t *x;
+    size_t x_stride;     /* bytes per activation row */
+    int m, n, k;
+    float *y;
+} matmul_job;
+
+#define COLUMNS 16       /* weight rows kept in L1 while every activation row passes them */
+
+static void matmul_part(void *arg, int start, int end) {
+    const matmul_job *job = arg;
+    for (int n0 = start; n0 < end; n0 += COLUMNS) {
+        int n1 = n0 + COLUMNS < end ? n0 + COLUMNS : end;
+        for (int m = 0; m < job->m; m += ROWS) {
+            int rows = job->m - m < ROWS ? job->m - m : ROWS;
+            const uint8_t *x = job->x + job->x_stride * m;
+            float out[ROWS];
+            for (int n = n0; n < n1; n++) {
+                job->dot(job->w + job->stride * n, x, job->x_stride, rows, job->k, out);
+                for (int r = 0; r < rows; r++) job->y[(size_t)(m + r) * job->n + n] = out[r];
+            }
+        }
+    }
+}
+
+/* y [m, n] = x [m, k] (float) @ W.T, W [n, k] in `type` blocks. Returns 0, or -1 for a type or
+ * shape it cannot take (Python checks first; this is the last guard). `scratch` holds
+ * m * specd_act_bytes(type, k) bytes. */
+int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch) {
+    dot_fn dot = pick_dot(type);
+    if (dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
+    quant_fn quant = pick_quant(type);
+    size_t stride = (size_t)specd_act_bytes(type, k);
+    for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
+    matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y};
+    pool_run(matmul_part, &job, n, COLUMNS);
+    return 0;
+}
+
+static void dequant_q4k(const block_q4k *w, int k, float *out) {
+    for (int b = 0; b < k / QK; b++, w++) {
+        float d = fp16_to_float(w->d), dmin = fp16_to_float(w->dmin);
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            q4k_scale_min(w->scales, j, &sc, &m);
+            const uint8_t *qs = w->qs + 32 * (j / 2);
+            for (int i = 0; i < 32; i++) *out++ = d * sc * ((j & 1) ? qs[i] >> 4 : qs[i] & 15) - dmin * m;
+        }
+    }
+}
+
+static void dequant_q6k(const block_q6k *w, int k, float *out) {
+    for (int b = 0; b < k / QK; b++, w++) {
+        float d = fp16_to_float(w->d);
+        for (int i = 0; i < QK; i++) {
+            int half = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
+            int low = w->ql[64 * half + 32 * (quarter & 1) + l];
+            low = quarter < 2 ? low & 15 : low >> 4;
+            int q = low | (((w->qh[32 * half + l] >> (2 * quarter)) & 3) << 4);
+            *out++ = d * w->scales[i / 16] * (q - 32);
+        }
+    }
+}
+
+static void dequant_q80(const block_q80 *w, int k, float *out) {
+    for (int b = 0; b < k / QB; b++, w++) {
+        float d = fp16_to_float(w->d);
+        for (int i = 0; i < QB; i++) *out++ = d * w->qs[i];
+    }
+}
+
+/* out [count, k] = the float rows `ids` of W (an embedding's lookup). Returns 0, or -1. */
+int specd_rows(int type, const void *w, int k, const int64_t *ids, int count, float *out) {
+    size_t stride = row_bytes(type, k);
+    if (stride == 0 || k % (type == Q8_0 ? QB : QK) != 0) return -1;
+    for (int r = 0; r < count; r++, out += k) {
+        const void *row = (const uint8_t *)w + stride * (size_t)ids[r];
+        switch (type) {
+        case Q4_K: dequant_q4k(row, k, out); break;
+        case Q6_K: dequant_q6k(row, k, out); break;
+        case Q8_0: dequant_q80(row, k, out); break;
+        }
+    }
+    return 0;
+}

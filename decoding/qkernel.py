@@ -1,0 +1,97 @@
+"""specd's CPU kernels (decoding/kernels/*.c), loaded with ctypes: matmuls with weights in GGUF's
+own blocks (Q4_K, Q6_K, Q8_0) and activations quantized to int8 in blocks of 32, as llama.cpp
+computes them, and rows of such weights (an embedding's lookup).
+
+Why our own: on an x86 CPU without avx512_bf16 torch's int4 kernel is compute-bound at one row
+(about half the memory bandwidth a pass could use) and slower per row than this at a prefill's
+128; these keep a pass near the time its weights take to read, on AVX2 and AVX-512 alike.
+
+Exactness: each output value is one dot product, integer inside each block of 32 and float across
+blocks in one fixed order, computed whole by one thread; so a row's bits depend on that row alone,
+never on the rows beside it or the thread count (tests/decoding/test_qkernel.py). The AVX2 code
+computes the portable code's very bits (the same operations in the same order), so the choice
+between them, made at run time from the CPU's flags, changes speed only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+
+import torch
+
+Q8_0, Q4_K, Q6_K = 8, 12, 14          # GGML's type numbers
+BLOCK = {Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # values and bytes per block
+NAMES = {Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
+
+
+class KernelMissing(RuntimeError):
+    """The library was not built here (no C compiler at install time)."""
+
+
+@cache
+def library() -> ctypes.CDLL:
+    found = sorted(Path(__file__).parent.glob("_kernels*.so"))
+    if not found:
+        raise KernelMissing("specd's CPU kernels were not built (no C compiler when specd was installed); "
+                            "reinstall with gcc or clang present, or set models.quantize = \"int4\"")
+    lib = ctypes.CDLL(str(found[0]))
+    p, i = ctypes.c_void_p, ctypes.c_int
+    lib.specd_matmul.argtypes = [i, p, i, i, p, i, p, p]
+    lib.specd_rows.argtypes = [i, p, i, p, i, p]
+    lib.specd_threads.argtypes = [i]
+    lib.specd_kernel_avx2.argtypes = [i]
+    lib.specd_act_bytes.argtypes = [i, i]
+    lib.specd_threads(torch.get_num_threads())
+    return lib
+
+
+def available() -> bool:
+    try:
+        library()
+    except (KernelMissing, OSError):
+        return False
+    return True
+
+
+def uses_avx2(force: int = -1) -> bool:
+    """Whether the AVX2 kernels run (else the portable ones); `force` 0/1 chooses, for tests."""
+    return bool(library().specd_kernel_avx2(force))
+
+
+def threads(n: int) -> int:
+    """Use `n` threads for the matmuls from now on; returns how many are in use."""
+    return library().specd_threads(n)
+
+
+def row_bytes(kind: int, k: int) -> int:
+    values, size = BLOCK[kind]
+    assert k % values == 0, f"{NAMES[kind]} rows hold a multiple of {values} values, not {k}"
+    return k // values * size
+
+
+def matmul(kind: int, blocks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """x [..., K] float32 @ W.T, W [N, K] as `blocks` [N, row_bytes] uint8 -> [..., N] float32."""
+    n, k = blocks.shape[0], x.shape[-1]
+    assert blocks.dtype == torch.uint8 and blocks.shape[1] == row_bytes(kind, k), \
+        f"{tuple(blocks.shape)} {NAMES[kind]} blocks for rows of {k} values"
+    rows = x.reshape(-1, k).to(torch.float32).contiguous()
+    m = rows.shape[0]
+    y = torch.empty(m, n, dtype=torch.float32)
+    lib = library()
+    scratch = torch.empty(m * lib.specd_act_bytes(kind, k), dtype=torch.uint8)
+    rc = lib.specd_matmul(kind, blocks.data_ptr(), n, k, rows.data_ptr(), m, y.data_ptr(), scratch.data_ptr())
+    assert rc == 0, f"the kernel refused {NAMES[kind]} [{n}, {k}] x [{m}, {k}]"
+    return y.reshape(*x.shape[:-1], n)
+
+
+def rows(kind: int, blocks: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The float32 rows `ids` of W [N, K] held as `blocks` -> [*ids.shape, K]."""
+    k = blocks.shape[1] // BLOCK[kind][1] * BLOCK[kind][0]
+    flat = ids.reshape(-1).to(torch.int64).contiguous()
+    assert bool(((flat >= 0) & (flat < blocks.shape[0])).all()), "token ids within the vocabulary"
+    out = torch.empty(flat.numel(), k, dtype=torch.float32)
+    rc = library().specd_rows(kind, blocks.data_ptr(), k, flat.data_ptr(), flat.numel(), out.data_ptr())
+    assert rc == 0, f"the kernel refused {NAMES[kind]} rows of {k}"
+    return out.reshape(*ids.shape, k)
