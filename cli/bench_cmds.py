@@ -11,9 +11,9 @@ from pathlib import Path
 
 import msgspec
 
-from specd.cli.usage import read_document
+from specd.cli.usage import UsageError, read_document
 from specd.daemon.bench_daemon import DaemonBench, Document, run_bench_daemon
-from specd.daemon.bench_engine import EngineBench, run_bench
+from specd.daemon.bench_engine import EngineBench, run_bench, run_profile
 from specd.daemon.config import load_config
 from specd.decoding.registry import DRAFTERS
 
@@ -24,7 +24,7 @@ ANCHOR_NAMES = "hf-greedy, hf-assisted, hf-lookup"
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("bench", help="benchmark the drafters (and anchors) on FIM cases")
-    p.add_argument("--cases", type=Path, required=True, help="JSON lines: prefix, suffix[, path, language, middle]")
+    p.add_argument("--cases", type=Path, help="JSON lines: prefix, suffix[, path, language, middle] (not with --profile)")
     p.add_argument("--target", help="target model spec (default: the config's)")
     p.add_argument("--draft", help="draft model spec, or none (default: the config's)")
     p.add_argument("--max-tokens", type=int, default=48)
@@ -35,6 +35,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--suffix-budgets", help="instead of speed: first-line quality per suffix budget, e.g. 0,32,64")
     p.add_argument("--quantize", help="instead of the modes: the first mode on each weight kind, side by side, "
                                       "e.g. none,int8,int4 (speed per pass, first lines against the first kind)")
+    p.add_argument("--profile", action="store_true",
+                   help="instead: ms per pass by part at widths 1, 4, 8, 16 after 1000 tokens, beside the floor "
+                        "(the weights' bytes over the memory bandwidth); with --quantize, for each weight kind")
     p.add_argument("--json", type=Path, help="write the results here")
     p.set_defaults(run=cmd_bench)
 
@@ -52,6 +55,10 @@ def add_parsers(sub) -> None:
 
 
 def cmd_bench(args) -> int:
+    if args.profile:
+        return cmd_profile(args)
+    if args.cases is None:
+        raise UsageError("specd bench needs --cases FILE (or --profile)")
     config = load_config(args.config)
     models = msgspec.structs.replace(config.models, target=args.target or config.models.target,
                                      draft=args.draft or config.models.draft)
@@ -69,6 +76,36 @@ def cmd_bench(args) -> int:
     if plan.suffix_budgets:
         print(json.dumps(result["suffix_budgets"], indent=1))
     return 0
+
+
+def cmd_profile(args) -> int:
+    from specd.models.cpu import describe
+
+    config = load_config(args.config)
+    models = msgspec.structs.replace(config.models, target=args.target or config.models.target,
+                                     draft=args.draft or config.models.draft)
+    config = msgspec.structs.replace(config, models=models)
+    kinds = [k for k in (args.quantize or config.models.quantize).split(",") if k]
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    result = run_profile(config, kinds, log)
+    print(f"{describe(result['cpu'])}; memory bandwidth {result['bandwidth_gbs']:.1f} GB/s")
+    print(profile_table(result))
+    write_json(args.json, result)
+    return 0
+
+
+def profile_table(result: dict) -> str:
+    from specd.decoding.profile import ORDER
+
+    rows = []
+    for name, m in result["models"].items():
+        rows += ["", f"{name}: {m['weight_mb']:,.0f} MB of weights a pass, floor {m['floor_ms']:.1f} ms"]
+        head = f"{'width':>5} {'ms':>7} {'x floor':>7} " + " ".join(f"{p:>13}" for p in ORDER)
+        rows += [head, "-" * len(head)]
+        for width, w in m["widths"].items():
+            rows.append(f"{width:>5} {w['ms']:7.1f} {w['x_floor']:7.2f} "
+                        + " ".join(f"{w['parts'][p]:13.1f}" for p in ORDER))
+    return "\n".join(rows)
 
 
 def weights_table(result: dict) -> str:

@@ -86,6 +86,37 @@ def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str]
     return result
 
 
+def run_profile(config: Config, kinds: list[str], log: Callable[[str], None]) -> dict:
+    """`specd bench --profile`: each weight kind's target (and the draft, once) profiled by part,
+    beside its floor; one bandwidth measured for all, in the same run."""
+    from specd.daemon.runtime import load_models
+    from specd.decoding.profile import bandwidth_gbs, profile_model
+    from specd.decoding.request import RequestError
+    from specd.models.cpu import cpu_flags
+    from specd.models.load import use_threads
+    from specd.models.quantize import KINDS
+
+    if unknown := [k for k in kinds if k not in KINDS]:
+        raise RequestError(f"unknown weight kinds {unknown}; known: {', '.join(KINDS)}")
+    gbs = bandwidth_gbs()
+    log(f"memory bandwidth: {gbs:.1f} GB/s")
+    result = {"bandwidth_gbs": gbs, "cpu": cpu_flags(), "models": {}}
+    e = config.engine.for_device("cpu")
+    for i, kind in enumerate(kinds):
+        models = msgspec.structs.replace(config.models, quantize=kind, draft=config.models.draft if i == 0 else "none")
+        target, draft = load_models(msgspec.structs.replace(config, models=models), progress=log)
+        use_threads(target.weights)
+        pad = target.tokenizer.pad_token_id or 0
+        for role, loaded, capacity in (("target", target, e.capacity), ("draft", draft, e.draft_capacity)):
+            if loaded is not None:
+                log(f"profiling the {role} ({loaded.weights} weights)")
+                name = f"{role} ({loaded.weights}, {str(loaded.dtype).removeprefix('torch.')})"
+                result["models"][name] = profile_model(loaded.model, len(loaded.tokenizer), pad,
+                                                       max(capacity, 1100), gbs)
+        del target, draft
+    return result
+
+
 def _settings(engine, plan: EngineBench) -> dict:
     return {"target": str(engine.target.spec), "draft": str(engine.draft.spec) if engine.draft else None,
             "device": str(engine.target.device), "dtype": str(engine.target.dtype),

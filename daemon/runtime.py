@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Callable
@@ -12,7 +13,9 @@ from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
 from specd.decoding.loaded import LoadedModel
 from specd.models.devices import check_quantize, pick_device, pick_quantize
+from specd.decoding.widths import Probe
 from specd.models.load import load, quantize_int8
+from specd.models.measured import keep, model_stamp, recall
 from specd.models.specs import parse_spec
 
 log = logging.getLogger("specd")
@@ -45,9 +48,28 @@ def load_models(config: Config, pull: bool = False,
 
 def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
     target, draft = load_models(config, pull, progress)
-    engine = Engine(target, draft, config.engine)  # the device's defaults filled in by the engine
-    progress(f"width probe: passes padded to {engine.low_width} of {engine.settings.width} rows; "
+    started = time.perf_counter()
+    parts = _probe_key(target, config)
+    kept = recall(config.cache_dir(), "probe", parts) if target.device.type == "cpu" else None
+    try:
+        probe = Probe(**kept) if kept else None
+    except TypeError:  # a record of another shape: measured again
+        probe = kept = None
+    engine = Engine(target, draft, config.engine, probe)  # the device's defaults filled in by the engine
+    if kept is None and target.device.type == "cpu":   # a GPU probes at every start: its check of repeatability
+        keep(config.cache_dir(), "probe", parts, dataclasses.asdict(engine.probe))
+    progress(f"width probe ({'kept from an earlier start' if kept else f'{time.perf_counter() - started:.1f} s'}): "
+             f"passes padded to {engine.low_width} of {engine.settings.width} rows; "
              f"edits folded into the verify pass: {'yes' if engine.folds else 'no (other bits)'}")
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
         progress(note)
     return engine
+
+
+def _probe_key(target: LoadedModel, config: Config) -> dict:
+    """What the probe's answer depends on: the target's weights and how they run, the settings
+    that shape its passes, and (models/measured.py) this machine."""
+    e = config.engine
+    return {"model": model_stamp(target.folder, target.weights), "dtype": str(target.dtype),
+            "lean": hasattr(target.model, "specd_lean"),
+            "settings": [e.width, e.narrow_passes, e.fold_prompt, e.prefill_chunk, e.for_device("cpu").capacity]}

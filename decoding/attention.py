@@ -5,7 +5,7 @@ Qwen2.5-Coder shares each key/value head among several query heads (1.5B: 12 que
 key/value heads). Given a mask, which the static cache always gives, transformers' SDPA copies every
 key/value head once per query head (`repeat_kv`) before calling the kernel: for the built-in
 target that is ~230 MB copied per decoding pass over a 1336-token cache. Here instead the query
-heads that share a key/value head are folded into rows of that head (`_folded`), so the kernel
+heads that share a key/value head are folded into rows of that head (`folded`), so the kernel
 reads each key/value head once for all of them: a decoding pass's attention is 6 rows on each of
 2 heads rather than 1 row (padded to 4, below) on each of 12, several times less work. The bits
 differ from the copying path's, so which widths compute the same bits is measured with this
@@ -48,11 +48,11 @@ def grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor
         out = torch.nn.functional.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=scaling,
                                                                is_causal=causal, enable_gqa=True)
         return out.transpose(1, 2).contiguous(), None
-    out = _folded(query, key, value, attention_mask, scaling, module.num_key_value_groups)  # [B, H, S, D]
+    out = folded(query, key, value, attention_mask, scaling, module.num_key_value_groups)  # [B, H, S, D]
     return out.transpose(1, 2).contiguous(), None
 
 
-def _folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, scaling: float | None,
+def folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, scaling: float | None,
             groups: int) -> torch.Tensor:
     """Attention with each key/value head's query heads folded into rows: query [B, H, S, D] as
     [B, H_kv, groups * S, D] against key and value [B, H_kv, K, D]. A one-token pass is then 6

@@ -32,11 +32,14 @@ from specd.decoding.settings import EngineSettings
 from specd.decoding.stats import Stats, Step
 from specd.decoding.stops import Stopper, StopRules
 from specd.decoding.verify import accept_greedy, accept_sampled
-from specd.decoding.widths import folds_exactly, smallest_equivalent_width
+from specd.decoding.widths import Probe, measure_probe
 
 
 class Engine:
-    def __init__(self, target: LoadedModel, draft: LoadedModel | None, settings: EngineSettings):
+    def __init__(self, target: LoadedModel, draft: LoadedModel | None, settings: EngineSettings,
+                 probe: Probe | None = None):
+        """`probe`: what the width probe found for these models and settings on this machine, where
+        the caller kept it (daemon/runtime.py caches it); measured here otherwise."""
         if draft is not None:
             check_pair(target, draft)
         assert settings.width >= 1, "a pass has at least the pending token"
@@ -47,12 +50,8 @@ class Engine:
         self.pad_id = target.tokenizer.pad_token_id or min(self._builder.stop_ids)
         self._pool = CachePool(target.model, draft.model if draft else None, settings.capacity, settings.draft_capacity,
                               settings.cache_memory_mb << 20)
-        self.low_width = settings.width
-        if settings.narrow_passes and settings.width > 1:
-            self.low_width = smallest_equivalent_width(target.model, settings.capacity, settings.width,
-                                                       self.pad_id, len(target.tokenizer))
-        self.folds = settings.fold_prompt and folds_exactly(target.model, settings.capacity, settings.width,
-                                                            settings.prefill_chunk, self.pad_id, len(target.tokenizer))
+        self.probe = probe or measure_probe(target.model, settings, self.pad_id, len(target.tokenizer))
+        self.low_width, self.folds = self.probe.low_width, self.probe.folds
         # What is learned across requests: whether drafting with the draft model pays, per mode,
         # so that "draft" and "hybrid" (which the bench alternates) never judge by each other.
         self.pacing = {mode: Pacing(judge=settings.pace_drafts) for mode in MODEL_DRAFTERS if draft is not None}

@@ -25,6 +25,8 @@ def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) 
     assert start == len(cache.tokens), f"cache holds {len(cache.tokens)} ids but {start} positions"
     if (captured := graphs.replay(model, cache, ids, keep)) is not None:  # CUDA graphs: decoding/graphs.py
         return captured
+    if (lean := getattr(model, "specd_lean", None)) is not None:          # CPU block weights: decoding/lean.py
+        return lean(cache, ids, keep)
     device = model.device
     out = model(
         input_ids=torch.tensor([ids], device=device),                        # [1, S]

@@ -30,13 +30,17 @@ class KernelMissing(RuntimeError):
     """The library was not built here (no C compiler at install time)."""
 
 
-@cache
-def library() -> ctypes.CDLL:
+def library_path() -> Path:
     found = sorted(Path(__file__).parent.glob("_kernels*.so"))
     if not found:
         raise KernelMissing("specd's CPU kernels were not built (no C compiler when specd was installed); "
                             "reinstall with gcc or clang present, or set models.quantize = \"int4\"")
-    lib = ctypes.CDLL(str(found[0]))
+    return found[0]
+
+
+@cache
+def library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(library_path()))
     p, i = ctypes.c_void_p, ctypes.c_int
     lib.specd_matmul.argtypes = [i, p, i, i, p, i, p, p]
     lib.specd_rows.argtypes = [i, p, i, p, i, p]

@@ -19,13 +19,34 @@ would give users completions that differ from plain decoding, and this way start
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.loaded import ModelError
+from specd.decoding.settings import EngineSettings
 
 PROBE_PROMPT = 48   # real tokens prefilled first: the short cache length probed
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the probe found: passes are padded to `low_width` rows; an edit may join the first
+    verify pass (`folds`)."""
+    low_width: int
+    folds: bool
+
+
+def measure_probe(model: torch.nn.Module, settings: EngineSettings, pad_id: int, vocab: int) -> Probe:
+    """The probe the engine runs at start-up, as its settings ask (narrow passes, folded edits)."""
+    low = settings.width
+    if settings.narrow_passes and settings.width > 1:
+        low = smallest_equivalent_width(model, settings.capacity, settings.width, pad_id, vocab)
+    folds = settings.fold_prompt and folds_exactly(model, settings.capacity, settings.width, settings.prefill_chunk,
+                                                   pad_id, vocab)
+    return Probe(low, folds)
 
 
 class Nondeterministic(ModelError):

@@ -16,6 +16,22 @@ from specd.models.resolve import resolve
 
 log = logging.getLogger("specd.models")
 
+THREADS = torch.get_num_threads()  # torch's default: one per core
+
+
+def use_threads(weights: str) -> None:
+    """Who runs in parallel: with block weights specd's kernels take every core and torch's own
+    ops run on the calling thread. Both pools wait for work by spinning, and on 2 cores torch's
+    threads spinning after an op halved the matmul that followed (a width-1 pass 231 ms against
+    112 ms); elsewhere torch keeps its default."""
+    if weights == "gguf":
+        from specd.decoding import qkernel
+
+        qkernel.threads(THREADS)
+        torch.set_num_threads(1)
+    else:
+        torch.set_num_threads(THREADS)
+
 
 def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "auto",
          pull: bool = False, say: Callable[[str], None] = log.info, quantize: str = "none") -> LoadedModel:
@@ -68,7 +84,7 @@ def _load_blocks(spec: ModelSpec, folder: Path, cache_dir: Path, dev: torch.devi
     """The `gguf` weights: GGUF blocks on specd's kernels, float32 between them (models/blocks.py)."""
     from transformers import AutoTokenizer
 
-    from specd.decoding import attention
+    from specd.decoding import attention, lean
     from specd.models.blocks import block_model
     from specd.models.devices import check_quantize
 
@@ -80,6 +96,8 @@ def _load_blocks(spec: ModelSpec, folder: Path, cache_dir: Path, dev: torch.devi
         raise ModelError(f"cannot load {spec.role} model {spec} from {folder}: {error}") from None
     if model.config._attn_implementation == "sdpa":
         attention.install(model)
+    lean.attach(model)  # the engine's passes skip transformers' plumbing where the model fits
+    use_threads("gguf")
     log.info("%s weights: %s", spec.role, ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     return LoadedModel(spec, folder, tokenizer, model, dev, torch.float32, device_reason=reason, weights="gguf")
 

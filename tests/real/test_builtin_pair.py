@@ -88,7 +88,9 @@ def test_the_history_of_a_text_does_not_change_its_completion(engine):
     cut = text.rindex("\n", 0, len(text) - 1) + 1
     prefix, suffix = text[:cut] + "        ", "".join(source[41:60])
     target = engine.target.model
-    assert type(target.model.layers[0].mlp.up_proj).__name__ == "Int4Linear", "the CPU default: int4"
+    up = target.model.layers[0].mlp.up_proj
+    assert type(up).__name__ == "BlockLinear" and up.kind == 12, "the CPU default: the file's own Q4_K blocks"
+    assert hasattr(target, "specd_lean"), "run by the lean forward (decoding/lean.py)"
 
     def complete(document, prefix=prefix, cancelled=lambda: False, reuse=True):
         return engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, document=document, max_tokens=12,

@@ -1,0 +1,100 @@
+"""A plain forward pass for Llama-shaped models (Qwen2 and Llama) on the CPU with block weights.
+
+A width-1 pass of the built-in target through transformers' modules spent about 30 ms of ~110 in
+Python and small ops around the matmuls (masks built per call, rotary tables recomputed, keyword
+plumbing, output records); this is the same computation in gpt-fast's style, one small function
+per part, over the model's own modules (its block weights and norms) and the same static cache
+layers, so prefix reuse, rollback and the width probe see one cache either way.
+
+It defines the model's numerics wherever it is attached: every pass of the engine (prefill, the
+decoding step, the draft's step, the width probe) goes through it, so plain decoding and
+speculative decoding compute alike. Attached only where the model fits it (`fits`); everything
+else runs transformers' forward.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specd.decoding.attention import folded
+from specd.decoding.kvcache import KVCache
+
+TYPES = ("qwen2", "llama")
+
+
+def fits(model: torch.nn.Module) -> bool:
+    """Llama-shaped: rotary without scaling, SiLU MLP, no sliding window, a static-cache model."""
+    c = model.config
+    rope = (getattr(c, "rope_parameters", None) or {}).get("rope_type", "default")
+    return (c.model_type in TYPES and rope == "default" and c.hidden_act == "silu"
+            and not getattr(c, "use_sliding_window", False) and model.device.type == "cpu")
+
+
+def attach(model: torch.nn.Module) -> bool:
+    """Run `model`'s engine passes through a `Lean` forward, where it fits; returns whether it does."""
+    if not fits(model):
+        return False
+    model.specd_lean = Lean(model)
+    return True
+
+
+class Lean:
+    def __init__(self, model: torch.nn.Module):
+        c = model.config
+        self.model = model
+        self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.scaling = self.head_dim ** -0.5
+        self.eps = c.rms_norm_eps
+        rotary = model.model.rotary_emb
+        self.inv_freq = rotary.inv_freq.float()                             # [D / 2]
+        self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
+
+    @torch.inference_mode()
+    def __call__(self, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor:
+        """The logits [keep, V] of the last `keep` of `ids`, run after what `cache` holds."""
+        for key, hook in self.model._forward_pre_hooks.items():  # pass counters see this pass too
+            hook(self.model, (), {}) if key in self.model._forward_pre_hooks_with_kwargs else hook(self.model, ())
+        m = self.model.model
+        start = cache.positions()
+        positions = torch.arange(start, start + len(ids))                      # [S]
+        x = m.embed_tokens(torch.tensor(ids))                                  # [S, E]
+        rotary = self.rotary(positions)
+        mask = self.mask(positions, cache.capacity)
+        for index, layer in enumerate(m.layers):
+            x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary, mask)
+            x = x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))
+        return self.model.lm_head(self.norm(x[-keep:], m.norm))                # [keep, V]
+
+    def norm(self, x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), norm.weight, self.eps)
+
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions[:, None].float() * self.inv_freq                     # [S, D / 2]
+        angles = torch.cat([freqs, freqs], dim=-1)                             # [S, D]
+        return angles.cos() * self.rotary_scale, angles.sin() * self.rotary_scale
+
+    @staticmethod
+    def mask(positions: torch.Tensor, capacity: int) -> torch.Tensor:
+        """Each row sees the keys up to its own position, over the cache's whole length."""
+        return (torch.arange(capacity)[None, :] <= positions[:, None])[None, None]  # [1, 1, S, capacity]
+
+    def attention(self, layer, x: torch.Tensor, kv, rotary, mask: torch.Tensor) -> torch.Tensor:
+        a, s = layer.self_attn, x.shape[0]
+        q = a.q_proj(x).view(s, self.heads, self.head_dim).transpose(0, 1)        # [H, S, D]
+        k = a.k_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)     # [H_kv, S, D]
+        v = a.v_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)
+        q, k = _rotate(q, *rotary), _rotate(k, *rotary)
+        keys, values = kv.update(k[None], v[None])                                 # [1, H_kv, capacity, D]
+        out = folded(q[None], keys, values, mask, self.scaling, self.heads // self.kv_heads)  # [1, H, S, D]
+        return a.o_proj(out[0].transpose(0, 1).reshape(s, self.heads * self.head_dim))
+
+    @staticmethod
+    def mlp(mlp: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return mlp.down_proj(torch.nn.functional.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding, half-split as Llama and Qwen2 apply it: x [H, S, D]."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin

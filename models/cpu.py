@@ -1,0 +1,38 @@
+"""What this CPU is, in the terms that decide which kernels run: torch's vector capability and the
+instruction-set flags the figures in the README are given with (/proc/cpuinfo on Linux)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> dict:
+    """{"model": ..., "torch": torch's capability, "flags": those of FLAGS the CPU has, "cores": n}."""
+    import os
+
+    import torch
+
+    text = _cpuinfo()
+    flags = set()
+    model = ""
+    for line in text.splitlines():
+        if line.startswith("flags") and not flags:
+            flags = set(line.split(":", 1)[1].split())
+        elif line.startswith("model name") and not model:
+            model = line.split(":", 1)[1].strip()
+    return {"model": model, "torch": torch.backends.cpu.get_cpu_capability(),
+            "flags": [f for f in FLAGS if f in flags], "cores": os.cpu_count()}
+
+
+def describe(info: dict) -> str:
+    """One line: `AMD EPYC, 2 cores: avx2 fma f16c (torch: AVX2)`."""
+    return f"{info['model'] or 'CPU'}, {info['cores']} cores: {' '.join(info['flags']) or 'no AVX2'} (torch: {info['torch']})"
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""

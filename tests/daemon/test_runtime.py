@@ -1,0 +1,47 @@
+"""Building the engine from the config: what the width probe found is kept per machine and model,
+so a restart does not probe again, and anything its answer depends on makes it probe anew."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+
+from specd.daemon.config import Config, Models
+from specd.daemon.runtime import build_engine
+from specd.decoding.settings import EngineSettings
+
+
+def _config(target, cache, **engine) -> Config:
+    return Config(models=Models(target=str(target), draft="none", device="cpu", cache_dir=str(cache)),
+                  engine=EngineSettings(prefix_tokens=256, max_tokens_limit=64, suffix_tokens=16, **engine))
+
+
+def test_the_probe_is_kept_and_measured_again_when_its_key_changes(tiny_target, tmp_path):
+    said: list[str] = []
+    first = build_engine(_config(tiny_target, tmp_path), progress=said.append)
+    assert any("width probe (" in line and "kept" not in line for line in said), "measured at the first start"
+    (record,) = (tmp_path / "measured").glob("probe-*.json")
+    assert json.loads(record.read_text()) == {"low_width": first.low_width, "folds": first.folds}
+
+    # the record is what a restart uses: one that says otherwise is believed, not measured over
+    record.write_text(json.dumps({"low_width": 3, "folds": False}))
+    said.clear()
+    again = build_engine(_config(tiny_target, tmp_path), progress=said.append)
+    assert any("kept from an earlier start" in line for line in said)
+    assert (again.low_width, again.folds) == (3, False)
+
+    # another width changes what the probe answers: measured again, under its own key
+    other = build_engine(_config(tiny_target, tmp_path, width=6), progress=said.append)
+    assert len(list((tmp_path / "measured").glob("probe-*.json"))) == 2
+    assert other.low_width == first.low_width and other.folds == first.folds
+
+
+def test_a_damaged_record_is_measured_again(tiny_target, tmp_path):
+    build_engine(_config(tiny_target, tmp_path))
+    (record,) = (tmp_path / "measured").glob("probe-*.json")
+    record.write_text('{"low_wid')
+    said: list[str] = []
+    engine = build_engine(_config(tiny_target, tmp_path), progress=said.append)
+    assert not any("kept" in line for line in said)
+    assert json.loads(record.read_text())["low_width"] == engine.low_width
