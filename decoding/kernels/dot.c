@@ -4,8 +4,10 @@
  * 32 (the lanes of an AVX2 register after maddubs and madd); within a block (a super-block of 256,
  * or 32 for Q8_0) the lanes sum in integers, which is exact in any order, and each block adds its
  * lanes to the float ones with one fused multiply-add. Terms that need a block's activation sums
- * (Q4_K's minimums, Q6_K's offset of 32) go to one scalar accumulator; the lanes are reduced in one
- * fixed tree. The AVX2 versions do the same float operations in the same order: the same bits.
+ * (Q4_K's minimums, Q6_K's offset of 32) go to eight lanes of their own, lane l taking the terms
+ * of 32 values l (values 2l and 2l+1 of 16 for Q6_K); both sets of lanes are reduced in one fixed
+ * tree and the second subtracted. The AVX2 versions do the same float operations in the same
+ * order: the same bits.
  */
 #include <math.h>
 #include <string.h>
@@ -49,22 +51,22 @@ static void lanes_fma(float lanes[8], float scale, const int32_t lane[8]) {
 /* Per super-block: the integer sums (the six-bit scales applied as integers) in eight lanes, one
  * fused multiply-add of them into the float lanes, and the minimums' term apart. */
 float dot_q4k(const block_q4k *w, const act_k *x, int k) {
-    float lanes[8] = {0}, mins = 0.0f;
+    float lanes[8] = {0}, mins[8] = {0};
     int32_t q[32];
     for (int b = 0; b < k / QK; b++, w++, x++) {
-        int32_t lane[8] = {0}, summ = 0;
+        int32_t lane[8] = {0}, summ[8];
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
             q4k_scale_min(w->scales, j, &sc, &m);
             const uint8_t *qs = w->qs + 32 * (j / 2);
             for (int i = 0; i < 32; i++) q[i] = sc * ((j & 1) ? qs[i] >> 4 : qs[i] & 15);
             block_lanes(lane, q, x->q + 32 * j);
-            summ += m * (x->sums[2 * j] + x->sums[2 * j + 1]);
+            summ[j] = m * x->sums[2 * j] + m * x->sums[2 * j + 1];
         }
         lanes_fma(lanes, fp16_to_float(w->d) * x->d, lane);
-        mins = fmaf(fp16_to_float(w->dmin) * x->d, (float)summ, mins);
+        lanes_fma(mins, fp16_to_float(w->dmin) * x->d, summ);
     }
-    return reduce(lanes) - mins;
+    return reduce(lanes) - reduce(mins);
 }
 
 /* the 32 six-bit weights (0..63) of chunk j (0..7) of a Q6_K super-block */
@@ -78,21 +80,21 @@ static void q6k_chunk(const block_q6k *w, int j, int32_t q[32]) {
 }
 
 float dot_q6k(const block_q6k *w, const act_k *x, int k) {
-    float lanes[8] = {0}, offsets = 0.0f;
+    float lanes[8] = {0}, offsets[8] = {0};
     int32_t q[32];
     for (int b = 0; b < k / QK; b++, w++, x++) {
-        int32_t lane[8] = {0}, offset = 0;
+        int32_t lane[8] = {0}, offset[8];
         for (int j = 0; j < 8; j++) {
             q6k_chunk(w, j, q);
             for (int i = 0; i < 32; i++) q[i] *= w->scales[2 * j + i / 16];
             block_lanes(lane, q, x->q + 32 * j);
+            offset[j] = 32 * (w->scales[2 * j] * x->sums[2 * j] + w->scales[2 * j + 1] * x->sums[2 * j + 1]);
         }
-        for (int i = 0; i < 16; i++) offset += 32 * w->scales[i] * x->sums[i];
         float scale = fp16_to_float(w->d) * x->d;
         lanes_fma(lanes, scale, lane);
-        offsets = fmaf(scale, (float)offset, offsets);
+        lanes_fma(offsets, scale, offset);
     }
-    return reduce(lanes) - offsets;
+    return reduce(lanes) - reduce(offsets);
 }
 
 float dot_q80(const block_q80 *w, const act_32 *x, int k) {

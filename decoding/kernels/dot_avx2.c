@@ -39,82 +39,92 @@ static inline void q4k_unpack(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
     memcpy(sc, out, 8), memcpy(m, out + 2, 8);
 }
 
-/* the sum over the 8 int32 lanes */
-AVX2 static inline int32_t hsum_epi32(__m256i v) {
-    __m128i p = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4e));
-    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xb1));
-    return _mm_cvtsi128_si32(p);
-}
+/* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: each run of 32
+ * weights is decoded once and meets every row while in registers; each row's integer sums are
+ * exact in any order, and its float operations run as for that row alone. */
+#define INLINE AVX2 static inline __attribute__((always_inline))
 
-/* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: the weights are
- * decoded once per super-block for all of them, and each row's sums run exactly as alone. */
-AVX2 void dot_q4k_avx2(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
-    __m256 acc[ROWS];
-    float mins[ROWS];
-    for (int r = 0; r < rows; r++) acc[r] = _mm256_setzero_ps(), mins[r] = 0.0f;
+/* `rows` is a constant in each caller below, so every row's accumulators stay in registers */
+INLINE void q4k_rows(const block_q4k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
+    __m256 acc[ROWS], mins[ROWS];
+    for (int r = 0; r < rows; r++) acc[r] = mins[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(15);
     for (int b = 0; b < k / QK; b++, w++, x++) {
         uint8_t sc[8], m[8];
         q4k_unpack(w->scales, sc, m);
-        __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-        __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
-        __m256i q[8], scale[8];
+        __m256i sum[ROWS];
+        for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i qs = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
-            q[2 * c] = _mm256_and_si256(qs, low4);
-            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
+            __m256i lo = _mm256_and_si256(qs, low4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
+            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            for (int r = 0; r < rows; r++) {
+                const int8_t *xq = x[(size_t)r * x_stride].q + 64 * c;
+                __m256i p = _mm256_add_epi32(lanes(lo, _mm256_loadu_si256((const __m256i *)xq), s0),
+                                             lanes(hi, _mm256_loadu_si256((const __m256i *)(xq + 32)), s1));
+                sum[r] = _mm256_add_epi32(sum[r], p);
+            }
         }
-        for (int j = 0; j < 8; j++) scale[j] = _mm256_set1_epi16(sc[j]);
+        __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
+        __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
         float d = half(w->d), dmin = half(w->dmin);
         for (int r = 0; r < rows; r++) {
             const act_k *xr = x + (size_t)r * x_stride;
-            __m256i sum = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++)
-                sum = _mm256_add_epi32(sum, lanes(q[j], _mm256_loadu_si256((const __m256i *)(xr->q + 32 * j)), scale[j]));
-            int32_t summ = hsum_epi32(_mm256_madd_epi16(m_pairs, _mm256_loadu_si256((const __m256i *)xr->sums)));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xr->d), _mm256_cvtepi32_ps(sum), acc[r]);
-            mins[r] = __builtin_fmaf(dmin * xr->d, (float)summ, mins[r]);
+            __m256i summ = _mm256_madd_epi16(m_pairs, _mm256_loadu_si256((const __m256i *)xr->sums));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xr->d), _mm256_cvtepi32_ps(sum[r]), acc[r]);
+            mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * xr->d), _mm256_cvtepi32_ps(summ), mins[r]);
         }
     }
-    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - mins[r];
+    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(mins[r]);
 }
 
-AVX2 void dot_q6k_avx2(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
-    __m256 acc[ROWS];
-    float offsets[ROWS];
-    for (int r = 0; r < rows; r++) acc[r] = _mm256_setzero_ps(), offsets[r] = 0.0f;
+INLINE void q6k_rows(const block_q6k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
+    __m256 acc[ROWS], offsets[ROWS];
+    for (int r = 0; r < rows; r++) acc[r] = offsets[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
     for (int b = 0; b < k / QK; b++, w++, x++) {
-        __m256i q[8], scale[8];
-        for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        __m256i sum[ROWS];
+        for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            int h = j / 4, quarter = j % 4;
+            __m256i ql = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32 * (quarter & 1)));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-            q[4 * h] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
-            q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
-            q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
-            q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
+            __m256i low = quarter < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+            __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), two);
+            __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
+            __m256i scale = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
+            for (int r = 0; r < rows; r++)
+                sum[r] = _mm256_add_epi32(sum[r], lanes(q, _mm256_loadu_si256((const __m256i *)(x[(size_t)r * x_stride].q + 32 * j)), scale));
         }
-        for (int j = 0; j < 8; j++)
-            scale[j] = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
         float d = half(w->d);
         for (int r = 0; r < rows; r++) {
             const act_k *xr = x + (size_t)r * x_stride;
-            __m256i sum = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++)
-                sum = _mm256_add_epi32(sum, lanes(q[j], _mm256_loadu_si256((const __m256i *)(xr->q + 32 * j)), scale[j]));
-            int32_t offset = hsum_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xr->sums)));
-            float s = d * xr->d;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(sum), acc[r]);
-            offsets[r] = __builtin_fmaf(s, (float)(32 * offset), offsets[r]);
+            __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xr->sums)), 5);
+            __m256 scale = _mm256_set1_ps(d * xr->d);
+            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[r]), acc[r]);
+            offsets[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(offset), offsets[r]);
         }
     }
-    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - offsets[r];
+    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(offsets[r]);
+}
+
+AVX2 void dot_q4k_avx2(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
+    switch (rows) {
+    case 1: q4k_rows(w, x, x_stride, 1, k, out); break;
+    case 2: q4k_rows(w, x, x_stride, 2, k, out); break;
+    case 3: q4k_rows(w, x, x_stride, 3, k, out); break;
+    default: q4k_rows(w, x, x_stride, 4, k, out); break;
+    }
+}
+
+AVX2 void dot_q6k_avx2(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
+    switch (rows) {
+    case 1: q6k_rows(w, x, x_stride, 1, k, out); break;
+    case 2: q6k_rows(w, x, x_stride, 2, k, out); break;
+    case 3: q6k_rows(w, x, x_stride, 3, k, out); break;
+    default: q6k_rows(w, x, x_stride, 4, k, out); break;
+    }
 }
 
 AVX2 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k) {
