@@ -43,7 +43,7 @@ def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: in
     prefill(model, cache, prompt, PROBE_PROMPT, lambda: False)
     low = 1
     for length in probe_lengths(capacity, largest):
-        _fill(cache, length, g)
+        fill_random(cache, length, g)
         reference = _logits(model, cache, block, largest, pad_id)
         check_repeatable(model, cache, block, largest, pad_id, reference)
         # Every width from low up must agree; one that does not raises low past it.
@@ -103,7 +103,7 @@ def probe_lengths(capacity: int, largest: int) -> list[int]:
 
 
 @torch.inference_mode()
-def _fill(cache: KVCache, length: int, g: torch.Generator) -> None:
+def fill_random(cache: KVCache, length: int, g: torch.Generator) -> None:
     """Make the cache hold `length` positions. Past the real prompt the keys and values are
     random: which kernels run, and in what order they sum, depends on shapes, not on values, and
     random ones cost no prefill of a long prompt at start-up."""
