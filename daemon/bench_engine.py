@@ -89,4 +89,4 @@ def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str]
 def _settings(engine, plan: EngineBench) -> dict:
     return {"target": str(engine.target.spec), "draft": str(engine.draft.spec) if engine.draft else None,
             "device": str(engine.target.device), "dtype": str(engine.target.dtype),
-            "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.settings.width}
+            "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.width}

@@ -11,6 +11,7 @@ from specd.daemon.config import Config
 from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
 from specd.decoding.loaded import LoadedModel
+from specd.models.curves import load_or_measure
 from specd.models.devices import check_quantize, pick_device, pick_quantize
 from specd.models.load import load, quantize_int8
 from specd.models.specs import parse_spec
@@ -43,9 +44,13 @@ def load_models(config: Config, pull: bool = False,
 
 def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
     target, draft = load_models(config, pull, progress)
-    engine = Engine(target, draft, config.engine)  # the device's defaults filled in by the engine
-    progress(f"width probe: passes padded to {engine.low_width} of {engine.settings.width} rows; "
-             f"edits folded into the verify pass: {'yes' if engine.folds else 'no (other bits)'}")
+    settings = config.engine.for_device(target.device.type)
+    curve = load_or_measure(target, draft, settings, config.cache_dir(), progress)  # once per machine
+    progress(f"pass ms by width: {curve.summary()}")
+    engine = Engine(target, draft, settings, curve)
+    progress(f"width probe: passes padded to {engine.low_width} of {engine.width} rows (of {settings.width} "
+             f"allowed, the widest that can pay here); edits folded into the verify pass: "
+             f"{'yes' if engine.folds else 'no (other bits)'}")
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
         progress(note)
     return engine

@@ -9,6 +9,8 @@ import os
 import msgspec
 import pytest
 
+from specd.daemon.config import Config, Models
+from specd.daemon.runtime import build_engine
 from specd.decoding.settings import EngineSettings
 from specd.models.curves import CurveFile, curve_key, curve_path, load_or_measure
 from tests.conftest import tiny_loaded
@@ -83,3 +85,16 @@ def test_a_damaged_file_is_measured_again_with_a_warning(pair, tmp_path, caplog,
     assert lines[0].startswith("warning:") and str(path) in lines[0]
     assert msgspec.json.decode(path.read_bytes(), type=CurveFile).curve == again, "the file is whole again"
 
+
+def test_a_second_start_builds_its_engine_on_the_kept_curve(tiny_target, tiny_draft, tmp_path):
+    config = Config(models=Models(target=str(tiny_target), draft=str(tiny_draft), device="cpu",
+                                  cache_dir=str(tmp_path)), engine=SETTINGS)
+    first_lines: list[str] = []
+    first = build_engine(config, progress=first_lines.append)
+    lines: list[str] = []
+    second = build_engine(config, progress=lines.append)
+    assert second.curve == first.curve
+    assert any("pass costs measured in" in line for line in first_lines)
+    assert any("pass costs read from" in line for line in lines)
+    assert not any("measuring" in line for line in lines)
+    assert any(line.startswith("pass ms by width: target 1:") for line in lines)
