@@ -72,7 +72,7 @@ def replay(rec: dict, costs: PassCosts, ngram: int, min_match: int, stop: DraftS
         found = lookup.propose(rec["prompt"].ids + tokens[:i], costs.longest)
         if hybrid_takes_lookup(found.match, min_match):
             verified, accepted = len(found.tokens), agree(found.tokens, tokens, i)
-            lookup.observe(found, accepted, 0.0)
+            lookup.observe(found, accepted, 0.0, 0.0)
         else:
             chain, probs = rec["chains"][i]
             drafts, verified = stop.kept(probs[: costs.longest])

@@ -26,6 +26,8 @@ class CostCurve(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     target_ms: Annotated[tuple[Ms, ...], msgspec.Meta(min_length=1)]
     draft_ms: tuple[Ms, ...] = ()
     measured_s: float = 0.0           # how long measuring took
+    cpu_share: float = 1.0            # of its threads' time, the share the process got while measuring a CPU:
+                                      # well under 1 where other work took the cores (the times are then inflated)
 
     @property
     def widest(self) -> int:

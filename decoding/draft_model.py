@@ -113,6 +113,6 @@ class ModelProposer:
         """The probability the draft gave `token` (float32 softmax)."""
         return float(q[token] if q is not None else torch.softmax(logits.float(), -1)[token])
 
-    def observe(self, proposal: Proposal, accepted: int, propose_s: float) -> None:
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
         if proposal.forwards:  # it drafted (not resting, not cancelled before its first step)
-            self.drafter.pacing.update(len(proposal.tokens), accepted, propose_s - proposal.prefill_s)
+            self.drafter.pacing.update(len(proposal.tokens), accepted, propose_s - proposal.prefill_s, step_s)

@@ -52,7 +52,7 @@ class Proposer(Protocol):
 
     def propose(self, context: list[int], limit: int) -> Proposal: ...
 
-    def observe(self, proposal: Proposal, accepted: int, propose_s: float) -> None: ...
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None: ...
 
 
 class Drafter(Protocol):
@@ -66,8 +66,11 @@ class Pacing:
     """Whether a drafter's proposing pays at all; learned across requests, one per mode.
 
     Payoff, in ms per proposal: what the accepted tokens and the target's own one would have cost
-    as plain passes, less the pass that verified them (both from the machine's curve: `costs`) and
-    the drafting (as timed). An exponential average; while it is negative the drafter sits out,
+    as plain passes, less the pass that verified them and the drafting. The drafting and the pass
+    are as timed; a plain pass is that pass scaled by the machine's curve (`costs`: a plain pass
+    costs verify_ms[0] / verify_ms[k] of one that verifies k tokens), so that the curve gives the
+    widths' relative costs and today's passes their scale, whatever else the machine is running.
+    An exponential average; while it is negative the drafter sits out,
     for a back-off that doubles each time it is found not to pay. It is judged only after
     `JUDGE_AFTER` proposals since it last sat out: one rejected proposal says little, and a pass
     without a draft costs a whole target pass for one token. `judge` False: it never sits out.
@@ -87,10 +90,12 @@ class Pacing:
             return False
         return True
 
-    def update(self, proposed: int, accepted: int, propose_s: float) -> None:
-        """A proposal that drafted (`proposed` of its tokens verified, possibly none), and its outcome."""
-        plain_ms, verify_ms = self.costs.verify_ms[0], self.costs.verify_ms[proposed]
-        self.gain += self.alpha * ((accepted + 1) * plain_ms - verify_ms - propose_s * 1e3 - self.gain)
+    def update(self, proposed: int, accepted: int, propose_s: float, step_s: float) -> None:
+        """A proposal that drafted (`proposed` of its tokens verified, possibly none), its outcome,
+        and the time of its drafting and of the pass that verified it."""
+        plain_s = step_s * self.costs.verify_ms[0] / self.costs.verify_ms[proposed]
+        saved_ms = ((accepted + 1) * plain_s - step_s - propose_s) * 1e3
+        self.gain += self.alpha * (saved_ms - self.gain)
         self.seen += 1
         if self.gain < 0 and self.judge and self.seen >= self.JUDGE_AFTER:
             self.resting, self.backoff = self.backoff, min(self.backoff * 2, 64)
@@ -132,7 +137,7 @@ class NoDrafter:
     def propose(self, context: list[int], limit: int) -> Proposal:
         return Proposal([], self.name)
 
-    def observe(self, proposal: Proposal, accepted: int, propose_s: float) -> None:
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
         pass
 
 
@@ -158,6 +163,6 @@ class HybridProposer:
         drafted = self.model.propose(context, limit)
         return drafted if drafted.tokens else found
 
-    def observe(self, proposal: Proposal, accepted: int, propose_s: float) -> None:
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
         owner = self.lookup if proposal.drafter == self.lookup_name else self.model
-        owner.observe(proposal, accepted, propose_s)
+        owner.observe(proposal, accepted, propose_s, step_s)

@@ -206,7 +206,7 @@ class Engine:
             accepted, token = self.accept(logits, proposal, job)
             cache.truncate(len(context) + accepted)      # the pending token and the accepted
             t2 = time.perf_counter()
-            proposer.observe(proposal, accepted, t1 - t0)
+            proposer.observe(proposal, accepted, t1 - t0, t2 - t1)
             stats.record(Step(proposal.drafter, len(proposal.tokens), accepted,
                               (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match,
                               proposal.prefill_s * 1e3))

@@ -93,7 +93,7 @@ class LookupProposer:
         verified = best_length(self.drafter.acceptance.probs(len(tokens)), self.drafter.costs)
         return Proposal(tokens[:verified], self.name, match=n)
 
-    def observe(self, proposal: Proposal, accepted: int, propose_s: float) -> None:
+    def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
         self.used = self.found  # learned from at the next proposal, when the target's token is known
 
     def _learn(self, context: list[int]) -> None:

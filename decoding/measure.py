@@ -7,7 +7,10 @@ width probe, the keys and values past a short real prompt are random: what a pas
 on its shapes, not on the values. Widths take turns round by round, so a slow minute on a shared
 machine falls on several widths rather than on one; each width is warmed by one untimed pass, and
 its time is the median of a few, fewer where a pass is slow, so that the whole takes some tens of
-seconds on a 2-core CPU (models/curves.py keeps it, so it runs once per machine).
+seconds on a 2-core CPU (models/curves.py keeps it, so it runs once per machine). On a CPU it also
+notes the share of its threads' time the process got: where other work held the cores (half, on
+this 2-core machine under another test run), every pass took several times as long, and the
+widths' costs came out nearly flat.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def measure_curve(target: torch.nn.Module, draft: torch.nn.Module | None, settin
                   vocab: int) -> CostCurve:
     """Milliseconds per target pass and per draft step, at widths 1..settings.width, on caches of
     the engine's capacities (the draft's holding its window: decoding/draft_model.py)."""
-    started, widest = time.perf_counter(), settings.width
+    started, cpu_started, widest = time.perf_counter(), time.process_time(), settings.width
     g = torch.Generator().manual_seed(2)
     cache = _cache(target, settings.capacity, min(CACHED, settings.capacity - widest), vocab, g)
     # every timed pass is exactly as wide as its rows: nothing is padded, so no pad token is needed
@@ -43,7 +46,11 @@ def measure_curve(target: torch.nn.Module, draft: torch.nn.Module | None, settin
         window = min(window_capacity(settings.draft_context_tokens), settings.draft_capacity - widest)
         draft_cache = _cache(draft, settings.draft_capacity, window, vocab, g)
         draft_ms = time_widths(lambda rows: draft_step(draft, draft_cache, rows), draft_cache, widest, vocab, g)
-    return CostCurve(tuple(target_ms), tuple(draft_ms), round(time.perf_counter() - started, 2))
+    wall = time.perf_counter() - started
+    share = 1.0
+    if next(target.parameters()).device.type == "cpu":
+        share = (time.process_time() - cpu_started) / (wall * torch.get_num_threads())
+    return CostCurve(tuple(target_ms), tuple(draft_ms), round(wall, 2), round(min(share, 1.0), 3))
 
 
 def _cache(model: torch.nn.Module, capacity: int, length: int, vocab: int, g: torch.Generator) -> KVCache:

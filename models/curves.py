@@ -29,7 +29,8 @@ from specd.models.quantize import weight_key
 
 log = logging.getLogger("specd.models")
 
-VERSION = 1                                              # of the file: raise it when what is measured changes
+VERSION = 2                                              # of the file: raise it when what is measured changes
+BUSY_SHARE = 0.8  # a curve measured while the process got less of its threads' time than this is not kept
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni")  # and every amx_* flag
 
 
@@ -81,9 +82,10 @@ def curve_path(cache_dir: Path, target: LoadedModel, key: dict[str, str | int]) 
 
 
 def load_or_measure(target: LoadedModel, draft: LoadedModel | None, settings: EngineSettings, cache_dir: Path,
-                    say: Callable[[str], None] = log.info) -> CostCurve:
+                    say: Callable[[str], None] = log.info, busy_share: float = BUSY_SHARE) -> CostCurve:
     """This machine's curve for these models and settings (the device's defaults filled in): read
-    from the cache where it was measured before, else measured now and kept."""
+    from the cache where it was measured before, else measured now and kept, unless the process
+    got less than `busy_share` of its threads' time while measuring."""
     started = time.perf_counter()
     key = curve_key(target, draft, settings)
     path = curve_path(cache_dir, target, key)
@@ -97,6 +99,12 @@ def load_or_measure(target: LoadedModel, draft: LoadedModel | None, settings: En
         say(f"warning: {damage}")
     say(f"measuring what a pass costs at widths 1..{settings.width}; this happens once on this machine")
     curve = measure_curve(target.model, draft.model if draft else None, settings, len(target.tokenizer))
+    if curve.cpu_share < busy_share:
+        # Other work held the cores: these times would stand for a busy minute for good.
+        log.warning("pass costs measured while the CPU was busy: not kept")
+        say(f"pass costs measured in {curve.measured_s:.1f} s, but not kept: the CPU was busy (this process got "
+            f"{curve.cpu_share:.0%} of its threads' time); they serve this run, and the next start measures again")
+        return curve
     write_curve(path, CurveFile(key, curve))
     say(f"pass costs measured in {curve.measured_s:.1f} s, kept in {path}")
     return curve

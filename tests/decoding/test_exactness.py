@@ -47,7 +47,7 @@ class Oracle:
             tokens = [(t + 1) % self.vocab for t in tokens]
         return Proposal(tokens, self.name)
 
-    def observe(self, proposal, accepted, propose_s) -> None:
+    def observe(self, proposal, accepted, propose_s, step_s) -> None:
         pass
 
 

@@ -54,10 +54,10 @@ def test_acceptance_is_learned_by_position_one_past_the_tokens_verified():
     proposer = lookup(costs=steep, acceptance=acceptance).begin(job(context))
     p = proposer.propose(context, 4)
     assert p.tokens == [3], "found 3 4 5 1; only one is worth a pass here"
-    proposer.observe(p, accepted=1, propose_s=0.0)
+    proposer.observe(p, accepted=1, propose_s=0.0, step_s=0.1)
     proposer.propose(context + [3, 4], 4)   # 3 accepted, then the target's 4: as found
     assert acceptance.rates == [0.75, 0.75, 0.5, 0.5]
-    proposer.observe(proposer.propose(context + [3, 4, 7], 4), accepted=0, propose_s=0.0)
+    proposer.observe(proposer.propose(context + [3, 4, 7], 4), accepted=0, propose_s=0.0, step_s=0.1)
     proposer.propose(context + [3, 4, 7, 8], 4)  # (nothing found after 7: nothing learned)
     assert acceptance.rates == [0.75, 0.75, 0.5, 0.5]
 

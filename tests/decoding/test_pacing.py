@@ -3,6 +3,8 @@ cost, so these check the decisions themselves."""
 
 from __future__ import annotations
 
+import pytest
+
 from specd.decoding.drafter import DraftJob, Pacing
 from specd.decoding.kvcache import KVCache
 from specd.decoding.policy import DraftStop, FullLength, PassCosts
@@ -14,18 +16,21 @@ FLAT = PassCosts((250.0,) * 8)  # a pass costs 250 ms at every width: an accepte
 
 def test_the_payoff_counts_what_the_curve_says_a_wider_pass_costs():
     """Three tokens accepted of three save three plain passes on a flat curve; where the pass of
-    four rows costs as much as three plain ones, they save nothing at all."""
+    four rows costs three plain ones, two accepted save nothing at all. The curve says how much
+    dearer the wide pass is; the pass as timed says how dear it is today."""
     flat, steep = Pacing(FLAT, alpha=1.0), Pacing(PassCosts((100.0, 150.0, 200.0, 300.0)), alpha=1.0)
-    flat.update(proposed=3, accepted=3, propose_s=0.0)
-    steep.update(proposed=3, accepted=3, propose_s=0.0)
-    assert flat.gain == 750.0 and steep.gain == 100.0
-    steep.update(proposed=3, accepted=2, propose_s=0.0)
-    assert steep.gain == 0.0
+    flat.update(proposed=3, accepted=3, propose_s=0.0, step_s=0.25)
+    steep.update(proposed=3, accepted=3, propose_s=0.0, step_s=0.3)
+    assert flat.gain == pytest.approx(750.0) and steep.gain == pytest.approx(100.0)
+    steep.update(proposed=3, accepted=2, propose_s=0.0, step_s=0.3)
+    assert steep.gain == pytest.approx(0.0)
+    steep.update(proposed=3, accepted=3, propose_s=0.05, step_s=0.6)  # a busy minute: every pass twice as long
+    assert steep.gain == pytest.approx(150.0)
 
 
 def test_one_rejected_proposal_does_not_make_a_drafter_sit_out():
     pacing = Pacing(FLAT)
-    pacing.update(proposed=3, accepted=0, propose_s=0.1)
+    pacing.update(proposed=3, accepted=0, propose_s=0.1, step_s=0.25)
     assert pacing.pays() and pacing.resting == 0
 
 
@@ -34,7 +39,7 @@ def test_a_drafter_that_keeps_costing_more_than_it_saves_sits_out_for_longer_eac
     rests = []
     for _ in range(3):
         while pacing.pays():
-            pacing.update(proposed=3, accepted=0, propose_s=0.1)
+            pacing.update(proposed=3, accepted=0, propose_s=0.1, step_s=0.25)
         rests.append(pacing.resting + 1)  # pays() above already used one
         while pacing.resting:
             assert not pacing.pays()
@@ -45,7 +50,7 @@ def test_a_drafter_that_pays_keeps_proposing_even_after_a_rejection():
     pacing = Pacing(FLAT)
     for accepted in (3, 3, 0, 3, 0, 3):
         assert pacing.pays()
-        pacing.update(proposed=3, accepted=accepted, propose_s=0.15)
+        pacing.update(proposed=3, accepted=accepted, propose_s=0.15, step_s=0.25)
     assert pacing.resting == 0
 
 

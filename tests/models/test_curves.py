@@ -10,12 +10,19 @@ import msgspec
 import pytest
 
 from specd.daemon.config import Config, Models
-from specd.daemon.runtime import build_engine
+from specd.daemon.runtime import build_engine, load_models
 from specd.decoding.settings import EngineSettings
-from specd.models.curves import CurveFile, curve_key, curve_path, load_or_measure
+from specd.models import curves
+from specd.models.curves import CurveFile, curve_key, curve_path
 from tests.conftest import tiny_loaded
 
 SETTINGS = EngineSettings(prefix_tokens=256, suffix_tokens=64, max_tokens_limit=64, prefill_chunk=32)
+
+
+def load_or_measure(*args):
+    """Kept whatever else the machine runs meanwhile (another test run on these cores, say): these
+    tests check the keeping; the rule for a busy CPU has its own test."""
+    return curves.load_or_measure(*args, busy_share=0.0)
 
 
 @pytest.fixture
@@ -89,12 +96,21 @@ def test_a_damaged_file_is_measured_again_with_a_warning(pair, tmp_path, caplog,
 def test_a_second_start_builds_its_engine_on_the_kept_curve(tiny_target, tiny_draft, tmp_path):
     config = Config(models=Models(target=str(tiny_target), draft=str(tiny_draft), device="cpu",
                                   cache_dir=str(tmp_path)), engine=SETTINGS)
-    first_lines: list[str] = []
-    first = build_engine(config, progress=first_lines.append)
+    target, draft = load_models(config, progress=lambda line: None)  # the daemon's models: int4, dynamic int8
+    kept = load_or_measure(target, draft, config.engine.for_device("cpu"), tmp_path)
     lines: list[str] = []
-    second = build_engine(config, progress=lines.append)
-    assert second.curve == first.curve
-    assert any("pass costs measured in" in line for line in first_lines)
+    engine = build_engine(config, progress=lines.append)
+    assert engine.curve == kept
     assert any("pass costs read from" in line for line in lines)
-    assert not any("measuring" in line for line in lines)
+    assert not any("measuring" in line or "measured in" in line for line in lines), "nothing measured"
     assert any(line.startswith("pass ms by width: target 1:") for line in lines)
+
+
+def test_a_curve_measured_while_the_cpu_was_busy_serves_but_is_not_kept(pair, tmp_path):
+    """A share no process can get (over 1) makes any measurement a busy one."""
+    target, draft = pair
+    lines: list[str] = []
+    curve = curves.load_or_measure(target, draft, SETTINGS, tmp_path, lines.append, busy_share=1.01)
+    assert len(curve.target_ms) == SETTINGS.width and 0 < curve.cpu_share <= 1
+    assert "not kept: the CPU was busy" in lines[-1]
+    assert not (tmp_path / "quantized").exists() or not list((tmp_path / "quantized").glob("*-curve.json"))
