@@ -82,6 +82,7 @@ def render_status(s: protocol.Status) -> str:
         f"from before (suggestion cache), {s.prefetched} accept branches prefetched",
         f"accepted  {acceptance}",
         f"latency   p50 {ms(s.p50_ms)}, p95 {ms(s.p95_ms)} (time to result)",
+        f"passes    ms by width: {s.curve.summary() if s.curve else '-'}",
     ])
 
 

@@ -120,4 +120,4 @@ def run_profile(config: Config, kinds: list[str], log: Callable[[str], None]) ->
 def _settings(engine, plan: EngineBench) -> dict:
     return {"target": str(engine.target.spec), "draft": str(engine.draft.spec) if engine.draft else None,
             "device": str(engine.target.device), "dtype": str(engine.target.dtype),
-            "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.settings.width}
+            "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.width}

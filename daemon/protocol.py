@@ -9,7 +9,7 @@ ShuttingDown. Cancel is a notice, not a request: the request it names gets its o
 
 A frame over the size cap, bytes that are not JSON, or a message that does not fit these types is
 answered with an Error (with the request id when it can be read) and the connection lives on.
-This module needs neither torch nor the engine (decoding's registry and stats are torch-free), so
+This module needs neither torch nor the engine (decoding's registry, stats and curve are torch-free), so
 that clients import it cheaply.
 """
 
@@ -21,10 +21,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from specd.decoding.curve import CostCurve
 from specd.decoding.registry import DrafterName
 from specd.decoding.stats import Stats
 
-VERSION = 3                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers
+VERSION = 4                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
+                                      # 4: Status.curve
 HEADER = struct.Struct(">I")          # the length of the JSON body that follows
 DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
 
@@ -158,6 +160,7 @@ class Status(Message, tag="status"):
     from_cache: int = 0               # of served, answered from the suggestion cache
     prefetched: int = 0               # prefetches computed (not in served or the percentiles)
     device_reason: str = ""           # why this device ("auto: NVIDIA H200 (torch 2.13.0+cu128)")
+    curve: CostCurve | None = None    # ms per pass by width on this machine (decoding/curve.py)
 
 
 class ShuttingDown(Message, tag="shutting_down"):

@@ -12,6 +12,7 @@ from specd.daemon.config import Config
 from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
 from specd.decoding.loaded import LoadedModel
+from specd.models.curves import load_or_measure
 from specd.models.devices import check_quantize, pick_device, pick_quantize
 from specd.decoding.widths import Probe
 from specd.models.load import load, quantize_int8
@@ -48,19 +49,23 @@ def load_models(config: Config, pull: bool = False,
 
 def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
     target, draft = load_models(config, pull, progress)
+    settings = config.engine.for_device(target.device.type)
+    curve = load_or_measure(target, draft, settings, config.cache_dir(), progress)  # once per machine
+    progress(f"pass ms by width: {curve.summary()}")
     started = time.perf_counter()
     parts = _probe_key(target, config)
     kept = recall(config.cache_dir(), "probe", parts) if target.device.type == "cpu" else None
     try:
         probe = Probe(**kept) if kept else None
     except TypeError:  # a record of another shape: measured again
-        probe = kept = None
-    engine = Engine(target, draft, config.engine, probe)  # the device's defaults filled in by the engine
-    if kept is None and target.device.type == "cpu":   # a GPU probes at every start: its check of repeatability
+        probe = None
+    engine = Engine(target, draft, settings, curve, probe)
+    measured = engine.probe is not probe
+    if measured and target.device.type == "cpu":   # a GPU probes at every start: its check of repeatability
         keep(config.cache_dir(), "probe", parts, dataclasses.asdict(engine.probe))
-    progress(f"width probe ({'kept from an earlier start' if kept else f'{time.perf_counter() - started:.1f} s'}): "
-             f"passes padded to {engine.low_width} of {engine.settings.width} rows; "
-             f"edits folded into the verify pass: {'yes' if engine.folds else 'no (other bits)'}")
+    progress(f"width probe ({f'{time.perf_counter() - started:.1f} s' if measured else 'kept from an earlier start'}): "
+             f"passes padded to {engine.low_width} of {engine.width} rows (of {settings.width} allowed, the widest "
+             f"that can pay here); edits folded into the verify pass: {'yes' if engine.folds else 'no (other bits)'}")
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
         progress(note)
     return engine

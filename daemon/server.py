@@ -225,7 +225,7 @@ class Server:
             acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
             forward_passes=self.scheduler.passes.count, active=self.scheduler.active(),
             from_cache=m.from_cache, prefetched=m.prefetched,
-            device_reason=e.target.device_reason)
+            device_reason=e.target.device_reason, curve=e.curve)
 
 
 def rss_mb() -> float:

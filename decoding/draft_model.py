@@ -5,9 +5,11 @@ of the target's (the prefix's last `context_tokens`, cut at a multiple of `ALIGN
 consecutive keystrokes share it), because on a CPU the draft's prefill costs a good part of the
 target's. It prefills lazily, on its first proposal, so requests lookup serves never pay for it.
 
-A proposal runs up to the pass's width and ends where `DraftStop` (decoding/policy.py) says the
-draft is unsure. Whether drafting pays at all is the mode's `Pacing` (decoding/drafter.py),
-judged on drafting time alone, not on the one-off prefill.
+A proposal runs until `DraftStop` (decoding/policy.py) finds that another token, as likely as the
+last, would not raise the expected tokens per ms (from the draft's own probabilities and the
+machine's pass costs), and the pass verifies the best length of what it drafted. Whether drafting
+pays at all is the mode's `Pacing` (decoding/drafter.py), judged on drafting time alone, not on
+the one-off prefill.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 from specd.decoding.drafter import DraftJob, Pacing, Proposal
 from specd.decoding.forward import draft_step, prefill
 from specd.decoding.loaded import LoadedModel
-from specd.decoding.policy import DraftStop
+from specd.decoding.policy import Stop
 from specd.decoding.prompt import Prompt
 from specd.decoding.settings import window_capacity
 from specd.decoding.verify import distribution
@@ -34,7 +36,7 @@ class ModelDrafter:
     name = "draft"
 
     def __init__(self, draft: LoadedModel, context_tokens: int, fim_ids: tuple[int, int, int],
-                 pacing: Pacing, stop: DraftStop):
+                 pacing: Pacing, stop: Stop):
         self.model, self.context_tokens, self.fim_ids = draft.model, context_tokens, fim_ids
         self.pacing, self.stop = pacing, stop
 
@@ -70,20 +72,20 @@ class ModelProposer:
         logits = self._catch_up(self.prompt + context[self.offset:])
         if logits is None:
             return Proposal([], name, forwards=self.forwards, prefill_s=self.prefill_s)  # cancelled
-        tokens, probs, seen, sure = [], [], [], 1.0
+        tokens, probs, seen = [], [], []
         for j in range(limit):
             token, q = self._pick(logits)
             tokens.append(token)
             probs.append(q)
             seen.append(self._probability(logits, token, q))
-            sure = stop.sure(sure, seen[-1])
-            if j + 1 == limit or stop.stops(sure) or self.job.cancelled():
+            if j + 1 == limit or not stop.more(seen) or self.job.cancelled():
                 break
             logits = draft_step(self.model, self.cache, [token])
             self.forwards += 1
-        stacked = None if self.job.sampler.greedy else torch.stack(probs[: len(tokens)])
-        return Proposal(tokens, name, probs=stacked, forwards=self.forwards, prefill_s=self.prefill_s,
-                        token_probs=seen)
+        kept = stop.keep(seen)
+        stacked = None if self.job.sampler.greedy or kept == 0 else torch.stack(probs[:kept])
+        return Proposal(tokens[:kept], name, probs=stacked, forwards=self.forwards, prefill_s=self.prefill_s,
+                        token_probs=seen[:kept])
 
     def _catch_up(self, wanted: list[int]) -> torch.Tensor | None:
         """Bring the cache to `wanted` and return the logits after its last token."""
@@ -113,4 +115,5 @@ class ModelProposer:
         return float(q[token] if q is not None else torch.softmax(logits.float(), -1)[token])
 
     def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
-        self.drafter.pacing.update(len(proposal.tokens), accepted, propose_s - proposal.prefill_s, step_s)
+        if proposal.forwards:  # it drafted (not resting, not cancelled before its first step)
+            self.drafter.pacing.update(len(proposal.tokens), accepted, propose_s - proposal.prefill_s, step_s)

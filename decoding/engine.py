@@ -18,13 +18,15 @@ import msgspec
 import torch
 
 from specd.decoding.cachepool import CachePool, Slot
+from specd.decoding.curve import CostCurve
 from specd.decoding.draft_model import ModelDrafter
-from specd.decoding.drafter import DraftJob, Drafter, HybridDrafter, NoDrafter, Pacing, Proposal
+from specd.decoding.drafter import Acceptance, DraftJob, Drafter, HybridDrafter, NoDrafter, Pacing, Proposal
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.lookup import LookupDrafter
 from specd.decoding.loaded import LoadedModel, check_pair
-from specd.decoding.policy import DraftStop
+from specd.decoding.measure import measure_curve
+from specd.decoding.policy import DraftStop, PassCosts, Stop, widest_useful
 from specd.decoding.prompt import Prompt, PromptBuilder, detect_template
 from specd.decoding.registry import DRAFTERS, MODEL_DRAFTERS
 from specd.decoding.request import Completion, CompletionRequest, RequestError
@@ -37,9 +39,11 @@ from specd.decoding.widths import Probe, measure_probe
 
 class Engine:
     def __init__(self, target: LoadedModel, draft: LoadedModel | None, settings: EngineSettings,
-                 probe: Probe | None = None):
-        """`probe`: what the width probe found for these models and settings on this machine, where
-        the caller kept it (daemon/runtime.py caches it); measured here otherwise."""
+                 curve: CostCurve | None = None, probe: Probe | None = None):
+        """`curve`: what a pass costs here by its width (models/curves.py keeps one per machine);
+        measured on these models when not given. `probe`: what the width probe found for these
+        models, settings and widest pass on this machine, where the caller kept it
+        (daemon/runtime.py); measured here when not given or made for another width."""
         if draft is not None:
             check_pair(target, draft)
         assert settings.width >= 1, "a pass has at least the pending token"
@@ -50,33 +54,44 @@ class Engine:
         self.pad_id = target.tokenizer.pad_token_id or min(self._builder.stop_ids)
         self._pool = CachePool(target.model, draft.model if draft else None, settings.capacity, settings.draft_capacity,
                               settings.cache_memory_mb << 20)
-        self.probe = probe or measure_probe(target.model, settings, self.pad_id, len(target.tokenizer))
-        self.low_width, self.folds = self.probe.low_width, self.probe.folds
-        # What is learned across requests: whether drafting with the draft model pays, per mode,
-        # so that "draft" and "hybrid" (which the bench alternates) never judge by each other.
-        self.pacing = {mode: Pacing(judge=settings.pace_drafts) for mode in MODEL_DRAFTERS if draft is not None}
+        self.curve = curve or measure_curve(target.model, draft.model if draft else None, settings,
+                                            len(target.tokenizer))
+        # The widest pass run: settings.width at most, and no wider than a pass that can pay here.
+        self.width = widest_useful(PassCosts.of(self.curve, 1, min(settings.width, self.curve.widest)))
+        if probe is None or probe.width != self.width:
+            probe = measure_probe(target.model, settings, self.width, self.pad_id, len(target.tokenizer))
+        self.probe = probe
+        self.low_width, self.folds = probe.low_width, probe.folds
+        self.costs = PassCosts.of(self.curve, self.low_width, self.width)
+        # What is learned across requests, per mode, so that "draft" and "hybrid" (which the bench
+        # alternates) never judge by each other: whether drafting with the draft model pays, and
+        # how often prompt lookup's tokens are accepted, by position.
+        self.pacing = {mode: Pacing(self.costs, judge=settings.pace_drafts)
+                       for mode in MODEL_DRAFTERS if draft is not None}
+        self.acceptance = {mode: Acceptance(self.width - 1) for mode in ("lookup", "hybrid")}
         self._drafters = self._make_drafters()
 
     def with_settings(self, **changes) -> Engine:
-        """Another engine on the same loaded models, with its own caches."""
-        return Engine(self.target, self.draft, msgspec.structs.replace(self.settings, **changes))
+        """Another engine on the same loaded models, with its own caches (and the same curve:
+        measured at this engine's capacities, near enough for a benchmark's variants)."""
+        return Engine(self.target, self.draft, msgspec.structs.replace(self.settings, **changes), self.curve)
 
     def _make_drafters(self) -> dict[str, Drafter]:
-        s = self.settings
-        drafters: list[Drafter] = [NoDrafter(), LookupDrafter(s.lookup_ngram)]
+        s, acceptance = self.settings, self.acceptance
+        drafters: list[Drafter] = [NoDrafter(), LookupDrafter(self.costs, acceptance["lookup"], s.lookup_ngram)]
         if self.draft is not None:
             drafters += [self.model_drafter(self.pacing["draft"]),
-                         HybridDrafter(LookupDrafter(s.lookup_ngram), self.model_drafter(self.pacing["hybrid"]),
-                                       s.hybrid_min_match)]
+                         HybridDrafter(LookupDrafter(self.costs, acceptance["hybrid"], s.lookup_ngram),
+                                       self.model_drafter(self.pacing["hybrid"]), s.hybrid_min_match)]
         made = {d.name: d for d in drafters}
         assert set(made) == set(DRAFTERS) - (set() if self.draft else MODEL_DRAFTERS), "registry.py names them all"
         return made
 
-    def model_drafter(self, pacing: Pacing, stop: DraftStop | None = None) -> ModelDrafter:
+    def model_drafter(self, pacing: Pacing, stop: Stop | None = None) -> ModelDrafter:
         """The draft model as the engine drafts with it (its window, its stop rule unless given)."""
         assert self.draft is not None, "a draft model is loaded"
         return ModelDrafter(self.draft, self.settings.draft_context_tokens, tuple(self._builder.special_ids), pacing,
-                            stop or DraftStop(self.settings.draft_confidence))
+                            stop or DraftStop(self.costs, self.settings.draft_confidence))
 
     def add_drafter(self, drafter: Drafter) -> None:
         """Serve requests for `drafter.name` with it as well (a drafter of the caller's own)."""
@@ -181,7 +196,7 @@ class Engine:
             if job.cancelled():
                 return "cancelled"
             t0 = time.perf_counter()
-            proposal = proposer.propose(context, self.settings.width - 1)
+            proposal = proposer.propose(context, self.width - 1)
             t1 = time.perf_counter()
             if job.cancelled():
                 return "cancelled"

@@ -277,7 +277,7 @@ def warm_engine(engine) -> str | None:
     if target is None:
         return None
     s, started = engine.settings, time.perf_counter()
-    widths = [(w, w) for w in range(engine.low_width, s.width + 1)]
+    widths = [(w, w) for w in range(engine.low_width, engine.width + 1)]
     warm(engine.target.model, s.capacity, widths + [(s.prefill_chunk, 1)], engine.pad_id)
     graphs = [target]
     if engine.draft is not None and attached(engine.draft.model) is not None:

@@ -4,15 +4,17 @@ Sources, searched together: the context itself (the FIM prompt, so the prefix an
 the text generated so far), the previous completion for the same document, and extra texts the
 caller passes (other open files). The longest match of the context's tail wins; between equal
 matches, the context beats the previous completion, which beats extra texts, and nearer beats
-farther. A draft is free to propose and verifying it costs no more than a plain step, so lookup
-always fills the verify pass.
+farther. A draft is free to propose; how much of it the pass verifies is decoding/policy.py's
+`best_length`, from the machine's pass costs and the acceptance by position the mode has learned
+(`Acceptance`, decoding/drafter.py).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from specd.decoding.drafter import DraftJob, Proposal
+from specd.decoding.drafter import Acceptance, DraftJob, Proposal
+from specd.decoding.policy import PassCosts, best_length
 
 MAX_CANDIDATES = 128  # occurrences of the last token examined per source, nearest first
 
@@ -49,25 +51,30 @@ class NgramIndex:
 
 
 class LookupDrafter:
+    """Prompt lookup for one mode: what it learns across requests is `acceptance`, its own."""
     name = "lookup"
 
-    def __init__(self, max_ngram: int = 8):
-        self.max_ngram = max_ngram
+    def __init__(self, costs: PassCosts, acceptance: Acceptance, max_ngram: int = 8):
+        self.costs, self.acceptance, self.max_ngram = costs, acceptance, max_ngram
 
     def begin(self, job: DraftJob) -> LookupProposer:
-        return LookupProposer(self.name, self.max_ngram, job)
+        return LookupProposer(self, job)
 
 
 class LookupProposer:
     """One request's lookup: the context's index grows with the request; the other sources are
     indexed once, at its start."""
 
-    def __init__(self, name: str, max_ngram: int, job: DraftJob):
-        self.name, self.max_ngram = name, max_ngram
+    def __init__(self, drafter: LookupDrafter, job: DraftJob):
+        self.drafter, self.name = drafter, drafter.name
         self.context = NgramIndex()
         self.others = [NgramIndex(t) for t in [job.previous, *job.prompt.extra_ids] if t]
+        self.found: tuple[int, list[int]] | None = None  # the last match: where it starts in the context, its tokens
+        self.used: tuple[int, list[int]] | None = None   # that match, once a pass verified it
 
     def propose(self, context: list[int], limit: int) -> Proposal:
+        self._learn(context)
+        self.found = None
         if limit <= 0 or not context:
             return Proposal([], self.name)
         assert len(context) >= len(self.context.tokens), "the context only grows within a request"
@@ -75,13 +82,28 @@ class LookupProposer:
         best = (0, -1, self.context)
         for index in [self.context, *self.others]:
             end = len(context) if index is self.context else len(index.tokens)
-            n, i = index.longest_match(context, self.max_ngram, end)
+            n, i = index.longest_match(context, self.drafter.max_ngram, end)
             if n > best[0]:
                 best = (n, i, index)
         n, i, index = best
         if n == 0:
             return Proposal([], self.name)
-        return Proposal(index.tokens[i + 1 : i + 1 + limit], self.name, match=n)
+        tokens = index.tokens[i + 1 : i + 1 + limit]
+        self.found = (len(context), tokens)
+        verified = best_length(self.drafter.acceptance.probs(len(tokens)), self.drafter.costs)
+        return Proposal(tokens[:verified], self.name, match=n)
 
     def observe(self, proposal: Proposal, accepted: int, propose_s: float, step_s: float) -> None:
-        pass  # free to propose: nothing to pace
+        self.used = self.found  # learned from at the next proposal, when the target's token is known
+
+    def _learn(self, context: list[int]) -> None:
+        """Tell the mode's acceptance how the last match used fared against what was decoded."""
+        if self.used is None:
+            return
+        start, tokens = self.used
+        decoded = context[start : start + len(tokens)]
+        agreed = 0
+        while agreed < len(decoded) and decoded[agreed] == tokens[agreed]:
+            agreed += 1
+        self.drafter.acceptance.update(agreed, len(decoded))
+        self.used = None

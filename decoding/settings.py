@@ -20,7 +20,8 @@ SUFFIX_DEFAULT = (0, 256)
 
 
 class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    width: int = 8                   # rows of every target pass; drafts are at most width - 1
+    width: int = 16                  # the widest target pass; how many drafted tokens a pass verifies is chosen
+                                     # by the pass costs measured on this machine (decoding/policy.py)
     prefill_chunk: int = 128         # tokens per prefill pass (the cancel granularity)
     prefix_tokens: int = 1024
     suffix_tokens: int = -1          # -1: the measured default for the device (SUFFIX_DEFAULT)
@@ -34,7 +35,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # bits as `width` (at start-up: decoding/widths.py)
     fold_prompt: bool = True         # compute up to `prefill_chunk` uncached prompt tokens (a keystroke's edit)
                                      # in the first verify pass, where the probe finds the same bits
-    draft_confidence: float = 0.5    # the draft stops once the product of its tokens' probabilities is less
+    draft_confidence: float = 0.0    # the draft also stops once the product of its tokens' probabilities is
+                                     # less (0: where the pass costs say it stops paying, alone)
     cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves
 

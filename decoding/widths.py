@@ -33,20 +33,21 @@ PROBE_PROMPT = 48   # real tokens prefilled first: the short cache length probed
 
 @dataclass(frozen=True)
 class Probe:
-    """What the probe found: passes are padded to `low_width` rows; an edit may join the first
-    verify pass (`folds`)."""
+    """What the probe found for passes up to `width` rows: they are padded to `low_width`; an edit
+    may join the first verify pass (`folds`)."""
+    width: int
     low_width: int
     folds: bool
 
 
-def measure_probe(model: torch.nn.Module, settings: EngineSettings, pad_id: int, vocab: int) -> Probe:
-    """The probe the engine runs at start-up, as its settings ask (narrow passes, folded edits)."""
-    low = settings.width
-    if settings.narrow_passes and settings.width > 1:
-        low = smallest_equivalent_width(model, settings.capacity, settings.width, pad_id, vocab)
-    folds = settings.fold_prompt and folds_exactly(model, settings.capacity, settings.width, settings.prefill_chunk,
-                                                   pad_id, vocab)
-    return Probe(low, folds)
+def measure_probe(model: torch.nn.Module, settings: EngineSettings, width: int, pad_id: int, vocab: int) -> Probe:
+    """The probe the engine runs at start-up for its widest pass, as its settings ask (narrow
+    passes, folded edits)."""
+    low = width
+    if settings.narrow_passes and width > 1:
+        low = smallest_equivalent_width(model, settings.capacity, width, pad_id, vocab)
+    folds = settings.fold_prompt and folds_exactly(model, settings.capacity, width, settings.prefill_chunk, pad_id, vocab)
+    return Probe(width, low, folds)
 
 
 class Nondeterministic(ModelError):
@@ -64,7 +65,7 @@ def smallest_equivalent_width(model: torch.nn.Module, capacity: int, largest: in
     prefill(model, cache, prompt, PROBE_PROMPT, lambda: False)
     low = 1
     for length in probe_lengths(capacity, largest):
-        _fill(cache, length, g)
+        fill_random(cache, length, g)
         reference = _logits(model, cache, block, largest, pad_id)
         check_repeatable(model, cache, block, largest, pad_id, reference)
         # Every width from low up must agree; one that does not raises low past it.
@@ -124,7 +125,7 @@ def probe_lengths(capacity: int, largest: int) -> list[int]:
 
 
 @torch.inference_mode()
-def _fill(cache: KVCache, length: int, g: torch.Generator) -> None:
+def fill_random(cache: KVCache, length: int, g: torch.Generator) -> None:
     """Make the cache hold `length` positions. Past the real prompt the keys and values are
     random: which kernels run, and in what order they sum, depends on shapes, not on values, and
     random ones cost no prefill of a long prompt at start-up."""

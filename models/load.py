@@ -116,4 +116,4 @@ def quantize_int8(loaded: LoadedModel) -> LoadedModel:
         model = quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8,
                                  inplace=True)  # no copy of the float model
     return LoadedModel(loaded.spec, loaded.folder, loaded.tokenizer, model, loaded.device, torch.float32,
-                       loaded.device_reason)
+                       loaded.device_reason, weights="dynamic-int8")

@@ -38,7 +38,7 @@ def quantize(model: torch.nn.Module, folder: Path, kind: str, cache_dir: Path,
              say: Callable[[str], None] = log.info) -> dict[str, int]:
     """Replace `model`'s linear layers in place; return how many layers got each weight kind."""
     assert kind in ("int8", "int4"), kind
-    path = cache_dir / "quantized" / f"{folder.name}-{_key(folder)}-{kind}.safetensors"
+    path = cache_dir / "quantized" / f"{folder.name}-{weight_key(folder)}-{kind}.safetensors"
     tensors = read_cached(path)
     if tensors is None:
         say(f"quantizing {folder.name} to {kind}; this happens once")
@@ -88,7 +88,7 @@ def _from_groups(name: str, groups: dict[str, torch.Tensor], weight: torch.Tenso
     return q, scale, offset
 
 
-def _key(folder: Path) -> str:
+def weight_key(folder: Path) -> str:
     """Names, sizes and times of the folder's weights and groups: a changed folder is quantized again."""
     # the packed int4 layout is the kernel's, which may change with torch or the CPU's instructions
     stamps = [VERSION, torch.__version__, torch.backends.cpu.get_cpu_capability()]

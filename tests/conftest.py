@@ -45,9 +45,27 @@ def tiny_loaded(folder: Path, role: str = "target", dtype: str = "auto", cache_d
                 quantize=quantize)
 
 
+# Hand-made cost curves (ms by width 1..16), where a test needs the policy's choices fixed rather
+# than the tiny models' measured ones (a few ms at every width, give or take the machine's noise).
+# STEEP: this 2-core AVX2 CPU with torch's int4 kernel (the built-in pair, measured); CHEAP: wide
+# passes cost little more than narrow ones and a draft token little, as on an AVX-512 CPU.
+STEEP = ((180, 198, 200, 225, 300, 385, 390, 400, 450, 500, 540, 580, 630, 680, 730, 790), 58)
+CHEAP = (tuple(100 + 2 * w for w in range(1, 17)), 1)
+
+
+def hand_curve(shape: tuple[tuple[float, ...], float | None]):
+    """A CostCurve of `shape`: target ms by width, and a draft step's ms at every width (None:
+    none measured, so drafting is counted free)."""
+    from specd.decoding.curve import CostCurve
+
+    target_ms, draft_ms = shape
+    return CostCurve(tuple(float(ms) for ms in target_ms), () if draft_ms is None else (float(draft_ms),) * len(target_ms))
+
+
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
-                dtype: str = "auto", quantize: str = "none", **settings):
-    """An engine on tiny models, loaded through the same code as the built-in pair."""
+                dtype: str = "auto", quantize: str = "none", curve=None, **settings):
+    """An engine on tiny models, loaded through the same code as the built-in pair; its cost curve
+    measured on them unless given."""
     from specd.decoding.engine import Engine
     from specd.decoding.settings import EngineSettings
 
@@ -58,4 +76,4 @@ def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None 
     settings.setdefault("suffix_tokens", 64)
     settings.setdefault("max_tokens_limit", 64)
     settings.setdefault("prefill_chunk", 32)
-    return Engine(t, d, EngineSettings(**settings))
+    return Engine(t, d, EngineSettings(**settings), curve)

@@ -23,6 +23,7 @@ async def test_start_status_second_start_and_stop(fresh_home):
     started = home.specd("start")
     assert started.returncode == 0, started.stderr
     assert "loading target" in started.stderr, "start shows progress while the models load"
+    assert "pass costs measured in" in started.stderr or "pass costs read from" in started.stderr
     assert "specd started (pid" in started.stdout
     paths = home.paths()
     pid = lock_holder(paths.pid)
@@ -35,6 +36,7 @@ async def test_start_status_second_start_and_stop(fresh_home):
     status = home.specd("status")
     assert status.returncode == 0 and f"pid {pid}" in status.stdout
     assert str(home.config().models.target) in status.stdout, "status names the models"
+    assert "passes    ms by width: target 1:" in status.stdout and "; draft 1:" in status.stdout
 
     # stop cancels what is in flight: the request gets its "cancelled" reply before the daemon goes
     client = await Client.connect(home.config())

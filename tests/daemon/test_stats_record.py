@@ -71,3 +71,17 @@ def test_the_trace_line_and_the_status_totals_carry_it_whole(tmp_path):
     metrics = Metrics()
     metrics.add(read)
     assert dict(metrics.proposed) == stats.proposed and dict(metrics.accepted) == stats.accepted
+
+
+def test_the_status_carries_the_cost_curve_whole():
+    """(`specd status` prints its summary: tests/daemon/test_lifecycle.py.)"""
+    from specd.decoding.curve import CostCurve
+
+    curve = CostCurve(tuple(100.0 + w for w in range(16)), tuple(30.0 + w / 4 for w in range(16)), 12.5)
+    status = protocol.Status(id=3, pid=1, version="v", uptime_s=1.0, target="t", draft="d", device="cpu",
+                             dtype="bfloat16", socket="s", tcp_port=0, rss_mb=1.0, cache_mb=0.0, cache_documents=0,
+                             served=0, cancelled=0, errors=0, reuse=None, acceptance={}, p50_ms=None, p95_ms=None,
+                             forward_passes=0, curve=curve)
+    decoded = protocol.decode_reply(protocol.pack(status)[protocol.HEADER.size:])
+    assert decoded == status and decoded.curve == curve
+    assert decoded.curve.summary() == "target 1:100 2:101 4:103 8:107 16:115; draft 1:30 2:30 4:31 8:32 16:34"

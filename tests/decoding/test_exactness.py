@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from specd.decoding.drafter import Proposal
+from specd.decoding.engine import Engine
 from specd.decoding.request import CompletionRequest
-from tests.conftest import tiny_engine
+from tests.conftest import CHEAP, STEEP, hand_curve, tiny_engine
 from tests.tiny import make_draft, make_model
 
 REPEATING = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
@@ -78,6 +79,22 @@ def test_every_drafter_gives_plain_greedy_tokens(engine, prompt):
     assert proposed > accepted > 0, "the drafts were neither all accepted nor all rejected"
 
 
+@pytest.mark.parametrize("shape", [STEEP, CHEAP], ids=["steep", "cheap"])
+@pytest.mark.parametrize("prompt", [REPEATING, scrambled(0)], ids=["repeating", "scrambled0"])
+def test_every_drafter_gives_plain_greedy_tokens_whatever_the_curve(engine, shape, prompt):
+    """Dear wide passes (short proposals, passes padded up to the probe's narrowest width) or
+    cheap ones (the pass filled): what is verified changes, never the tokens."""
+    curved = Engine(engine.target, engine.draft, engine.settings, hand_curve(shape))
+    prefix, suffix = prompt
+    plain = engine.complete(request(prefix, suffix, "none", "plain"))
+    proposed = set()
+    for drafter in ("none", "lookup", "draft", "hybrid"):
+        result = curved.complete(request(prefix, suffix, drafter, f"curved-{drafter}"))
+        assert result.tokens == plain.tokens, f"{drafter} diverged from plain greedy"
+        proposed |= {s.proposed for s in result.stats.steps}
+    assert len(proposed - {0}) > 1, "proposals of several lengths were verified"
+
+
 @pytest.mark.parametrize("wrong", [False, True], ids=["always-right", "always-wrong"])
 def test_right_and_wrong_drafts_change_nothing(engine, wrong):
     prefix, suffix = REPEATING
@@ -92,7 +109,7 @@ def test_right_and_wrong_drafts_change_nothing(engine, wrong):
         assert all(s.accepted == 0 for s in steps) and len(steps) == len(plain.tokens)
     else:  # every pass takes width - 1 drafts and the target's own next token
         assert sum(s.accepted for s in steps) >= len(plain.tokens) - len(steps)
-        assert len(steps) <= -(-len(plain.tokens) // engine.settings.width) + 1
+        assert len(steps) <= -(-len(plain.tokens) // engine.width) + 1
 
 
 def test_reused_cache_gives_the_same_tokens(engine):

@@ -110,6 +110,6 @@ def test_start_up_warms_the_passes_an_engine_repeats(tiny_target, tiny_draft):
     s = engine.settings
     target = graphs.attached(engine.target.model).arenas[s.capacity]
     draft = graphs.attached(engine.draft.model).arenas[s.draft_capacity]
-    assert {(w, w) for w in range(engine.low_width, s.width + 1)} | {(s.prefill_chunk, 1)} <= set(target.passes)
+    assert {(w, w) for w in range(engine.low_width, engine.width + 1)} | {(s.prefill_chunk, 1)} <= set(target.passes)
     assert {(1, 1), (512, 1)} <= set(draft.passes)
     assert note.startswith("CUDA graphs warmed in") and "target " in note and "draft " in note

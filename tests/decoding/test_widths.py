@@ -9,14 +9,15 @@ import torch
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.widths import Nondeterministic, check_repeatable, smallest_equivalent_width
-from tests.conftest import tiny_engine
+from tests.conftest import CHEAP, hand_curve, tiny_engine
 
 
 def test_every_width_from_the_measured_low_one_gives_the_largest_ones_bits(tiny_target):
     # Cache lengths from a few tokens to nearly full: attention over many keys is where a 1-row
     # pass parts from wider ones on this CPU, so a probe of short prompts only would be fooled.
-    engine = tiny_engine(tiny_target, prefix_tokens=1200, suffix_tokens=64)
-    model, largest, capacity = engine.target.model, engine.settings.width, engine.settings.capacity
+    engine = tiny_engine(tiny_target, prefix_tokens=1200, suffix_tokens=64, curve=hand_curve(CHEAP))
+    model, largest, capacity = engine.target.model, engine.width, engine.settings.capacity
+    assert largest == engine.settings.width == 16, "every width may pay where wide passes are cheap"
     low = smallest_equivalent_width(model, capacity, largest, engine.pad_id, len(engine.target.tokenizer))
     assert 1 <= low <= largest and low == engine.low_width
     g = torch.Generator().manual_seed(123)
@@ -35,7 +36,16 @@ def test_every_width_from_the_measured_low_one_gives_the_largest_ones_bits(tiny_
 
 
 def test_narrow_passes_off_pads_every_pass_to_the_full_width(tiny_target):
-    assert tiny_engine(tiny_target, narrow_passes=False).low_width == 8
+    assert tiny_engine(tiny_target, narrow_passes=False, curve=hand_curve(CHEAP)).low_width == 16
+
+
+def test_the_probe_covers_the_widest_pass_the_curve_lets_the_engine_run(tiny_target):
+    """Where wide passes cannot pay, the engine neither runs nor probes them; every pass it runs
+    is padded within the probed set."""
+    from tests.conftest import STEEP
+
+    engine = tiny_engine(tiny_target, curve=hand_curve(STEEP))
+    assert engine.width == 8 and engine.low_width <= engine.width and engine.costs.longest == 7
 
 
 def test_a_pass_whose_bits_change_when_run_again_is_refused(tiny_target):

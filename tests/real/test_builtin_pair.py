@@ -60,7 +60,7 @@ def test_the_measured_low_width_gives_the_full_widths_bits_along_a_real_decode(e
     # does. A probe of short cache lengths once claimed 1-row passes here, which differ from
     # 8-row ones at 2 of 3 steps of a 900-token prompt (never at a 48-token one).
     cases = [json.loads(line) for line in (ROOT / "bench" / "cases.jsonl").read_text().splitlines()]
-    model, width, pad = engine.target.model, engine.settings.width, engine.pad_id
+    model, width, pad = engine.target.model, engine.width, engine.pad_id
     ids = max((engine.build_prompt(c["prefix"], c["suffix"]).ids for c in cases), key=len)
     assert len(ids) > 500, "the case must fill several attention blocks"
     cache = KVCache(model, engine.settings.capacity)
