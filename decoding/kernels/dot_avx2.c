@@ -85,16 +85,25 @@ INLINE void q6k_rows(const block_q6k *w, const act_k *x, int x_stride, const int
     for (int b = 0; b < k / QK; b++, w++, x++) {
         __m256i sum[ROWS];
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j++) {
-            int h = j / 4, quarter = j % 4;
-            __m256i ql = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32 * (quarter & 1)));
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-            __m256i low = quarter < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
-            __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), two);
-            __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-            __m256i scale = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
-            for (int r = 0; r < rows; r++)
-                sum[r] = _mm256_add_epi32(sum[r], lanes(q, _mm256_loadu_si256((const __m256i *)(x[(size_t)r * x_stride].q + 32 * j)), scale));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
+            };
+            for (int quarter = 0; quarter < 4; quarter++) {
+                int j = 4 * h + quarter;
+                __m256i scale = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
+                for (int r = 0; r < rows; r++)
+                    sum[r] = _mm256_add_epi32(sum[r], lanes(q[quarter], _mm256_loadu_si256((const __m256i *)(x[(size_t)r * x_stride].q + 32 * j)), scale));
+            }
         }
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
         float d = half(w->d);
