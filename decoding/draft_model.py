@@ -47,8 +47,7 @@ class ModelDrafter:
         pre, suf, mid = self.fim_ids
         cut = max(0, len(prompt.prefix_ids) - self.context_tokens)
         cut = -(-cut // ALIGN) * ALIGN  # round up to an aligned start
-        window = ([pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
-                  + prompt.middle_ids)
+        window = [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
         assert len(window) <= window_capacity(self.context_tokens), "the draft cache is sized to the window"
         return window
 

@@ -1,12 +1,9 @@
 """Fill-in-the-middle prompts: templates per model family, a token budget, stop tokens.
 
 The prompt is ordered so that what changes least comes first, because only a common prefix of
-token ids can reuse cached KV: other files' text, then the prefix window of whole lines before the
-cursor's line, then the suffix, and last, after the middle mark, the cursor's line up to the
-cursor (as llama.cpp's server builds its infill prompts): `<fim_prefix>lines<fim_suffix>suffix
-<fim_middle>line so far`. The completion continues the middle. Typing within a line changes only
-the tokens after the middle mark, so the suffix costs nothing per keystroke; it is computed again
-only when the lines before the cursor's change (a new line).
+token ids can reuse cached KV: other files' text, then the prefix window, then the suffix. The
+usual prefix-suffix-middle order means a keystroke at the cursor recomputes the suffix; the suffix
+budget bounds that cost (see `specd bench --suffix-budgets`).
 
 The prefix window starts at a line that is a multiple of `LINE_STEP`, chosen as the first such
 line that fits the budget. Typing moves the window only when it must, and then by whole steps, so
@@ -20,13 +17,6 @@ from dataclasses import dataclass, field
 from specd.decoding.errors import UserError
 
 LINE_STEP = 32
-MAX_LINE_TOKENS = 64   # of the cursor's line, the tokens nearest the cursor (a minified line is long)
-
-
-def _split_line(prefix: str) -> tuple[str, str]:
-    """(the whole lines before the cursor's line, the cursor's line up to the cursor)."""
-    cut = prefix.rfind("\n") + 1
-    return prefix[:cut], prefix[cut:]
 
 
 @dataclass(frozen=True)
@@ -94,10 +84,9 @@ class Budget:
 @dataclass(frozen=True)
 class Prompt:
     ids: list[int]            # the whole prompt, ready for the target
-    prefix_ids: list[int]     # the prefix window's tokens: whole lines before the cursor's (inside `ids`)
+    prefix_ids: list[int]     # the prefix window's tokens (inside `ids`)
     suffix_ids: list[int]     # the suffix window's tokens (inside `ids`)
     extra_ids: list[list[int]] = field(default_factory=list)  # hints and extra texts, for lookup
-    middle_ids: list[int] = field(default_factory=list)       # the cursor's line up to the cursor (last in `ids`)
 
 
 class PromptBuilder:
@@ -130,15 +119,13 @@ class PromptBuilder:
         `hints` texts for lookup only (never in the prompt); `suffix_budget` overrides the
         budget's suffix tokens."""
         pre_id, suf_id, mid_id = self.special_ids
-        lines, line = _split_line(prefix)
-        prefix_ids = self._prefix_window(lines)
-        middle_ids = self.encode(line)[-MAX_LINE_TOKENS:]
+        prefix_ids = self._prefix_window(prefix)
         suffix_ids = self._suffix_window(
             suffix, self.budget.suffix if suffix_budget is None else suffix_budget)
         extra_ids = [self.encode(text) for text in hints] + [self.encode(text) for _, text in extras]
         context = self._extra_context(extras)
-        ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id] + middle_ids
-        return Prompt(ids, prefix_ids, suffix_ids, extra_ids, middle_ids)
+        ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
+        return Prompt(ids, prefix_ids, suffix_ids, extra_ids)
 
     def _prefix_window(self, prefix: str) -> list[int]:
         """The prefix from the first `LINE_STEP`-aligned line whose window fits the budget."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from specd.decoding.prompt import MAX_LINE_TOKENS, Budget
+from specd.decoding.prompt import Budget
 
 # The suffix budget by device (cpu, gpu), for suffix_tokens = -1: a keystroke recomputes every
 # prompt token after the cursor, and on a CPU with int4 weights a pass of 33 rows costs several
@@ -54,7 +54,7 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     @property
     def capacity(self) -> int:
         b = self.budget
-        return b.prefix + MAX_LINE_TOKENS + b.suffix + b.extra + 16 + self.max_tokens_limit + self.width
+        return b.prefix + b.suffix + b.extra + 16 + self.max_tokens_limit + self.width
 
     @property
     def draft_capacity(self) -> int:
@@ -65,5 +65,5 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def window_capacity(context_tokens: int) -> int:
     """The most tokens the draft model's window holds (`ModelDrafter.window`): the prefix's tail,
-    the suffix's head (a quarter as long), 3 marks and the cursor's line."""
-    return context_tokens + context_tokens // 4 + 3 + MAX_LINE_TOKENS
+    the suffix's head (a quarter as long), and 3 marks."""
+    return context_tokens + context_tokens // 4 + 3
