@@ -21,6 +21,7 @@ def distribution(logits: torch.Tensor, sampler: Sampler) -> torch.Tensor:
     if sampler.top_p < 1.0:
         sorted_p, order = p.sort(dim=-1, descending=True)
         outside = sorted_p.cumsum(-1) - sorted_p >= sampler.top_p              # mass before it
+        outside[..., 0] = False   # a top_p below float32's least value rounds to 0: keep the top
         sorted_p = sorted_p.masked_fill(outside, 0.0)
         p = torch.zeros_like(p).scatter(-1, order, sorted_p)
         p = p / p.sum(-1, keepdim=True)

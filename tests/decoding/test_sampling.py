@@ -92,3 +92,10 @@ def test_top_p_keeps_the_nucleus_only():
     p = distribution(logits, Sampler(temperature=1.0, top_p=0.8))[0]
     assert p[2] == 0 and p[3] == 0
     assert torch.allclose(p[:2], torch.tensor([0.625, 0.375]))
+
+
+def test_a_top_p_below_float32s_least_value_keeps_the_top_token():
+    # 7.65e-217 rounds to 0.0 in float32, where every token's mass-before is >= 0 (found by the fuzz test)
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    p = distribution(logits, Sampler(temperature=1.0, top_p=7.652222390931483e-217))[0]
+    assert torch.equal(p, torch.tensor([1.0, 0.0, 0.0, 0.0]))
