@@ -22,11 +22,11 @@ class BlockLinear(torch.nn.Module):
         assert blocks.shape[1] == qkernel.row_bytes(kind, in_features), "blocks hold rows of in_features values"
         self.kind, self.in_features, self.out_features = kind, in_features, blocks.shape[0]
         self.register_buffer("blocks", blocks.contiguous())
-        self.bias = None if bias is None else torch.nn.Parameter(bias.float(), requires_grad=False)
+        self.bias = None if bias is None else torch.nn.Parameter(bias.float().contiguous(), requires_grad=False)
+        assert bias is None or bias.shape == (self.out_features,), "a bias of out_features values"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = qkernel.matmul(self.kind, self.blocks, x)
-        return y if self.bias is None else y + self.bias
+        return qkernel.checked_matmul(self.kind, self.blocks, x, self.bias)
 
     def extra_repr(self) -> str:
         return f"{qkernel.NAMES[self.kind]}, in={self.in_features}, out={self.out_features}, bias={self.bias is not None}"

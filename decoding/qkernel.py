@@ -16,6 +16,7 @@ between them, made at run time from the CPU's flags, changes speed only.
 from __future__ import annotations
 
 import ctypes
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def library_path() -> Path:
 def library() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(library_path()))
     p, i = ctypes.c_void_p, ctypes.c_int
-    lib.specd_matmul.argtypes = [i, p, i, i, p, i, p, p]
+    lib.specd_matmul.argtypes = [i, p, i, i, p, i, p, p, p]
     lib.specd_rows.argtypes = [i, p, i, p, i, p]
     lib.specd_threads.argtypes = [i]
     lib.specd_kernel_avx2.argtypes = [i]
@@ -75,19 +76,41 @@ def row_bytes(kind: int, k: int) -> int:
     return k // values * size
 
 
-def matmul(kind: int, blocks: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """x [..., K] float32 @ W.T, W [N, K] as `blocks` [N, row_bytes] uint8 -> [..., N] float32."""
+def matmul(kind: int, blocks: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] float32 @ W.T (+ bias [N] float32), W [N, K] as `blocks` [N, row_bytes] uint8 ->
+    [..., N] float32. The bias is added in the kernel, one float add per value as `y + bias` does:
+    a decoding pass makes ~200 of these calls, and each torch op between them costs microseconds."""
     n, k = blocks.shape[0], x.shape[-1]
     assert blocks.dtype == torch.uint8 and blocks.shape[1] == row_bytes(kind, k), \
         f"{tuple(blocks.shape)} {NAMES[kind]} blocks for rows of {k} values"
-    rows = x.reshape(-1, k).to(torch.float32).contiguous()
+    assert bias is None or (bias.dtype == torch.float32 and bias.shape == (n,) and bias.is_contiguous()), \
+        f"a float32 bias of {n} values"
+    return checked_matmul(kind, blocks, x, bias)
+
+
+def checked_matmul(kind: int, blocks: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """`matmul` for blocks and a bias checked once beforehand (BlockLinear checks them when made)."""
+    n, k = blocks.shape[0], x.shape[-1]
+    rows = x.reshape(-1, k)
+    if rows.dtype != torch.float32 or not rows.is_contiguous():
+        rows = rows.to(torch.float32).contiguous()
     m = rows.shape[0]
     y = torch.empty(m, n, dtype=torch.float32)
     lib = library()
-    scratch = torch.empty(m * lib.specd_act_bytes(kind, k), dtype=torch.uint8)
-    rc = lib.specd_matmul(kind, blocks.data_ptr(), n, k, rows.data_ptr(), m, y.data_ptr(), scratch.data_ptr())
+    rc = lib.specd_matmul(kind, blocks.data_ptr(), n, k, rows.data_ptr(), m, y.data_ptr(),
+                          _scratch(m * lib.specd_act_bytes(kind, k)), None if bias is None else bias.data_ptr())
     assert rc == 0, f"the kernel refused {NAMES[kind]} [{n}, {k}] x [{m}, {k}]"
     return y.reshape(*x.shape[:-1], n)
+
+
+_local = threading.local()  # each thread's scratch for the quantized activations, grown as needed
+
+
+def _scratch(size: int) -> int:
+    buffer = getattr(_local, "scratch", None)
+    if buffer is None or buffer.numel() < size:
+        buffer = _local.scratch = torch.empty(max(size, 1 << 16), dtype=torch.uint8)
+    return buffer.data_ptr()
 
 
 def rows(kind: int, blocks: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

@@ -112,6 +112,7 @@ typedef struct {
     size_t x_stride;     /* bytes per activation row */
     int m, n, k;
     float *y;
+    const float *bias;   /* [n] or NULL: added to each output, one float add (as torch's y + bias) */
 } matmul_job;
 
 #define COLUMNS 16       /* weight rows kept in L1 while every activation row passes them */
@@ -126,22 +127,24 @@ static void matmul_part(void *arg, int start, int end) {
             float out[ROWS];
             for (int n = n0; n < n1; n++) {
                 job->dot(job->w + job->stride * n, x, job->x_stride, rows, job->k, out);
-                for (int r = 0; r < rows; r++) job->y[(size_t)(m + r) * job->n + n] = out[r];
+                float b = job->bias ? job->bias[n] : 0.0f;
+                for (int r = 0; r < rows; r++) job->y[(size_t)(m + r) * job->n + n] = job->bias ? out[r] + b : out[r];
             }
         }
     }
 }
 
-/* y [m, n] = x [m, k] (float) @ W.T, W [n, k] in `type` blocks. Returns 0, or -1 for a type or
- * shape it cannot take (Python checks first; this is the last guard). `scratch` holds
- * m * specd_act_bytes(type, k) bytes. */
-int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch) {
+/* y [m, n] = x [m, k] (float) @ W.T (+ bias [n], unless NULL), W [n, k] in `type` blocks. Returns
+ * 0, or -1 for a type or shape it cannot take (Python checks first; this is the last guard).
+ * `scratch` holds m * specd_act_bytes(type, k) bytes. */
+int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch,
+                 const float *bias) {
     dot_fn dot = pick_dot(type);
     if (dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
     quant_fn quant = pick_quant(type);
     size_t stride = (size_t)specd_act_bytes(type, k);
     for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
-    matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y};
+    matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
     pool_run(matmul_part, &job, n, COLUMNS);
     return 0;
 }

@@ -66,6 +66,16 @@ def test_a_rows_bits_are_its_own(kind, k):
         qkernel.threads(before)
 
 
+@pytest.mark.parametrize("kind,k", KINDS)
+def test_the_kernels_bias_is_torchs_add(kind, k):
+    blocks = random_blocks(kind, 24, k, seed=4)
+    x = torch.randn(6, k, generator=torch.Generator().manual_seed(5))
+    bias = torch.randn(24, generator=torch.Generator().manual_seed(6)) * 3
+    assert torch.equal(qkernel.matmul(kind, blocks, x, bias), qkernel.matmul(kind, blocks, x) + bias)
+    layer = BlockLinear(kind, blocks, k, bias)
+    assert torch.equal(layer(x), qkernel.matmul(kind, blocks, x) + bias)
+
+
 @pytest.mark.skipif(not qkernel.uses_avx2(), reason="this CPU has no AVX2")
 @pytest.mark.parametrize("kind,k", KINDS)
 def test_avx2_computes_the_portable_bits(kind, k):
