@@ -26,7 +26,7 @@ def add_parsers(sub) -> None:
     complete.add_argument("--drafter", choices=DRAFTERS)
     complete.add_argument("--single-line", action="store_true")
     complete.add_argument("--no-daemon", action="store_true", help="load the models in this process")
-    complete.add_argument("--quantize", choices=("auto", "none", "int8", "int4"),
+    complete.add_argument("--quantize", choices=("auto", "none", "int8", "int4", "gguf"),
                           help="with --no-daemon: the target's weights (default: the config's models.quantize)")
     complete.set_defaults(run=cmd_complete)
 

@@ -37,7 +37,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # in the first verify pass, where the probe finds the same bits
     draft_confidence: float = 0.0    # the draft also stops once the product of its tokens' probabilities is
                                      # less (0: where the pass costs say it stops paying, alone)
-    cache_memory_mb: int = 1024      # KV caches of recent documents, least recently used out
+    cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (~10 on the
+                                     # built-in pair's float32 caches: the daemon stays within 2.5 GB)
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves
 
     def for_device(self, device_type: str) -> EngineSettings:
