@@ -5,7 +5,8 @@ server), so both report the same fields, counted the same way. Pure: no LSP, no 
 
 Per keystroke (today's fields): answered_share, p50_ms and p95_ms from the key to a suggestion,
 match_rate (answered suggestions whose first line begins the real text).
-Per pause (`--pause-ms`): shown_share (pauses in which ghost text arrived before the next key),
+Per pause (`--pause-ms`): shown_share (pauses in which ghost text arrived before the next key;
+pause_late and pause_empty count the others: no answer before the next key, an empty one in time),
 pause_p50_ms and pause_p95_ms (the last key before the pause to the ghost text), pause_match_rate
 (over the suggestions shown in pauses) and chars_saved (characters a user could have accepted
 instead of typing them: from suggestions shown in pauses that begin the real text, each typed
@@ -83,6 +84,10 @@ def report(outcomes: list[Outcome]) -> dict:
         warm = [o.warm_ms for o in outcomes if o.warm_ms is not None]
         figures.update({
             "pauses": len(pauses), "shown": len(shown), "shown_share": _share(len(shown), len(pauses)),
+            # why the others showed nothing: the answer came after the next key (or never), or in
+            # time with no text (the model's own completion there was empty)
+            "pause_late": sum(not _in_time(s) for s in pauses),
+            "pause_empty": sum(_in_time(s) and not s.suggested for s in pauses),
             "pause_p50_ms": _ms(percentile(_latencies(shown), 50)),
             "pause_p95_ms": _ms(percentile(_latencies(shown), 95)),
             "pause_match_rate": _share(sum(_first_line_matches(s.text, s.truth) for s in shown), len(shown)),
@@ -91,6 +96,10 @@ def report(outcomes: list[Outcome]) -> dict:
             "warm_p50_ms": _ms(percentile(warm, 50)),
         })
     return figures
+
+
+def _in_time(s: Sent) -> bool:
+    return s.answered_at is not None and (s.next_at is None or s.answered_at <= s.next_at)
 
 
 def _latencies(sent: list[Sent]) -> list[float]:

@@ -67,11 +67,21 @@ def test_pause_figures_count_what_arrived_before_the_next_key():
     figures = report([outcome, outcome])
     assert figures["pauses"] == 6 and figures["shown"] == 4, "the 1.5 s reply came after the next key"
     assert figures["shown_share"] == round(4 / 6, 3)
+    assert figures["pause_late"] == 2 and figures["pause_empty"] == 0
     assert figures["pause_p50_ms"] == 250.0 and figures["pause_p95_ms"] == 300.0
     assert figures["pause_match_rate"] == 0.5, "'cd' begins the real text, 'zz' does not"
     # "cd" at key 2 covers keys 3 and 4; the late "ef" and the wrong "zz" save nothing
     assert figures["chars_saved"] == 4 and figures["chars_typed"] == 16
     assert "model_s_done" not in figures, "no trace: no model time is claimed"
+
+
+def test_a_pause_without_ghost_text_is_late_or_empty():
+    sent = [_sent(0, 0.0, 0.2, "  ", "x", True, 1.0),      # in time, but only whitespace
+            _sent(1, 1.0, None, "", "x", True, 1.0),       # never answered
+            _sent(2, 2.0, 3.5, "x", "x", True, 1.0),       # after the next key
+            _sent(3, 3.0, 3.1, "x", "x", True, 1.0)]       # shown
+    figures = report([Outcome("file:///x.py", started=0.0, typed_chars=4, sent=sent)])
+    assert (figures["shown"], figures["pause_late"], figures["pause_empty"]) == (1, 2, 1)
 
 
 def test_keystroke_figures_count_only_suggestions_with_text():
