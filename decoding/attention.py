@@ -71,6 +71,20 @@ def folded(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: to
     return out[:, :, :rows].reshape(b, h, s, d)
 
 
+KEY_BLOCK = 512  # keys per block of torch's CPU flash attention (ATen's kv split)
+
+
+def keys_needed(end: int, capacity: int) -> int:
+    """How many of a static cache's keys a pass must give the kernel when its last query is at
+    position end - 1: whole blocks of KEY_BLOCK up to it, or the whole cache. The blocks that hold
+    a visible key have the same shape either way, and a block with no visible key changes no bit
+    (its scores are -inf, so the running maximum stays, the running sum is scaled by exp(0) = 1
+    and gains zeros, and the output gains zero times finite values); so a pass over fewer keys
+    gives the bits of one over the whole cache (tests/decoding/test_attention.py) and costs less
+    while a document is shorter than its cache."""
+    return min(capacity, -(-end // KEY_BLOCK) * KEY_BLOCK)
+
+
 SHORTEST_BLOCK = 4  # query rows below which a block of torch's CPU flash attention computes other bits
 
 

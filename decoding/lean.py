@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from specd.decoding.attention import folded
+from specd.decoding.attention import folded, keys_needed
 from specd.decoding.kvcache import KVCache
 
 TYPES = ("qwen2", "llama")
@@ -60,9 +60,11 @@ class Lean:
         positions = torch.arange(start, start + len(ids))                      # [S]
         x = m.embed_tokens(torch.tensor(ids))                                  # [S, E]
         rotary = self.rotary(positions)
-        mask = self.mask(positions, cache.capacity)
+        keys = keys_needed(start + len(ids), cache.capacity)                  # whole blocks: the same bits
+        mask = self.mask(positions, keys)
         for index, layer in enumerate(m.layers):
-            x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary, mask)
+            x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary, mask,
+                                   keys)
             x = x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))
         return self.model.lm_head(self.norm(x[-keep:], m.norm))                # [keep, V]
 
@@ -75,18 +77,19 @@ class Lean:
         return angles.cos() * self.rotary_scale, angles.sin() * self.rotary_scale
 
     @staticmethod
-    def mask(positions: torch.Tensor, capacity: int) -> torch.Tensor:
-        """Each row sees the keys up to its own position, over the cache's whole length."""
-        return (torch.arange(capacity)[None, :] <= positions[:, None])[None, None]  # [1, 1, S, capacity]
+    def mask(positions: torch.Tensor, keys: int) -> torch.Tensor:
+        """Each row sees the keys up to its own position, over the first `keys` of the cache."""
+        return (torch.arange(keys)[None, :] <= positions[:, None])[None, None]  # [1, 1, S, keys]
 
-    def attention(self, layer, x: torch.Tensor, kv, rotary, mask: torch.Tensor) -> torch.Tensor:
+    def attention(self, layer, x: torch.Tensor, kv, rotary, mask: torch.Tensor, keys: int) -> torch.Tensor:
         a, s = layer.self_attn, x.shape[0]
         q = a.q_proj(x).view(s, self.heads, self.head_dim).transpose(0, 1)        # [H, S, D]
         k = a.k_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)     # [H_kv, S, D]
         v = a.v_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)
         q, k = _rotate(q, *rotary), _rotate(k, *rotary)
-        keys, values = kv.update(k[None], v[None])                                 # [1, H_kv, capacity, D]
-        out = folded(q[None], keys, values, mask, self.scaling, self.heads // self.kv_heads)  # [1, H, S, D]
+        cached_k, cached_v = kv.update(k[None], v[None])                           # [1, H_kv, capacity, D]
+        out = folded(q[None], cached_k[:, :, :keys], cached_v[:, :, :keys], mask, self.scaling,
+                     self.heads // self.kv_heads)                                  # [1, H, S, D]
         return a.o_proj(out[0].transpose(0, 1).reshape(s, self.heads * self.head_dim))
 
     @staticmethod

@@ -3,8 +3,8 @@ weights, so that a restart reads it instead of timing every width again.
 
 The file is <cache>/quantized/<target folder>-<key>-curve.json, keyed by what decides what a
 pass costs: each model's weights (models/quantize.py's `weight_key`: its files, torch's version,
-the CPU's kernel level) and weight kind, the CPU's instruction sets, the device and its threads,
-the dtype, and the shapes the engine runs (its widest pass and its caches' capacities). The key
+the CPU's kernel level) and weight kind, the CPU's instruction sets, specd's kernel library, the
+device and its threads, the dtype, and the shapes the engine runs (its widest pass and its caches' capacities). The key
 is also written inside, and a file whose key differs or that cannot be read is measured again.
 """
 
@@ -25,6 +25,7 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.measure import measure_curve
 from specd.decoding.settings import EngineSettings
+from specd.models.measured import machine
 from specd.models.quantize import weight_key
 
 log = logging.getLogger("specd.models")
@@ -46,6 +47,7 @@ def curve_key(target: LoadedModel, draft: LoadedModel | None, settings: EngineSe
         "threads": torch.get_num_threads(), "dtype": str(target.dtype),
         "target": f"{target.folder.name}-{weight_key(target.folder)}-{target.weights}",
         "width": settings.width, "capacity": settings.capacity,
+        "kernels": machine()["kernels"],  # specd's own: a rebuilt library may cost otherwise
     }
     if draft is not None:
         key["draft"] = f"{draft.folder.name}-{weight_key(draft.folder)}-{draft.weights}-{draft.dtype}"
