@@ -16,8 +16,10 @@ from collections import defaultdict
 
 import torch
 
+from specd.decoding.blocks import BlockLinear
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
+from specd.decoding.qlinear import Int4Linear, Int8Linear
 from specd.decoding.verify import accept_greedy
 
 WIDTHS = (1, 4, 8, 16)
@@ -30,6 +32,9 @@ PARTS = {  # torch op -> part; what is not named here is "other ops"
     "aten::index_copy_": "cache writes",
     "aten::argmax": "sampling", "aten::max": "sampling",
 }
+# ops that only run inside the linear layers (the hooks count them there): torch's kernels' own
+INSIDE_MATMULS = {"aten::_weight_int4pack_mm_for_cpu", "aten::_weight_int8pack_mm", "aten::linear", "aten::addmm",
+                  "aten::mm", "aten::matmul"}
 ORDER = ("matmuls", "attention", "norms, rotary", "cache writes", "sampling", "other ops", "python")
 
 
@@ -56,7 +61,7 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 
 def _is_matmul(module: torch.nn.Module) -> bool:
-    return isinstance(module, torch.nn.Linear) or type(module).__name__ in ("BlockLinear", "Int4Linear", "Int8Linear")
+    return isinstance(module, (torch.nn.Linear, BlockLinear, Int4Linear, Int8Linear))
 
 
 def profile_model(model: torch.nn.Module, vocab: int, pad_id: int, capacity: int, gbs: float,
@@ -115,20 +120,13 @@ def _parts(model: torch.nn.Module, run) -> dict[str, float]:
             h.remove()
     parts: dict[str, float] = defaultdict(float)
     parts["matmuls"] = matmul_ms[0]
-    inside = _inside_matmuls(prof)
     for event in prof.key_averages():
         part = PARTS.get(event.key, "other ops")
         ms = (event.cpu_time_total if part == "attention" else event.self_cpu_time_total) / 1e3
-        if event.key in inside or _under_attention(event.key):
+        if event.key in INSIDE_MATMULS or _under_attention(event.key):
             continue
         parts[part] += ms
     return {part: parts.get(part, 0.0) for part in ORDER if part != "python"}
-
-
-def _inside_matmuls(prof) -> set[str]:
-    """Ops that only run inside the linear layers (counted there): the quantized kernels' own."""
-    return {"aten::_weight_int4pack_mm_for_cpu", "aten::_weight_int8pack_mm", "aten::linear", "aten::addmm",
-            "aten::mm", "aten::matmul"}
 
 
 def _under_attention(key: str) -> bool:

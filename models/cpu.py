@@ -14,16 +14,14 @@ def cpu_flags() -> dict:
 
     import torch
 
-    text = _cpuinfo()
-    flags = set()
-    model = ""
-    for line in text.splitlines():
-        if line.startswith("flags") and not flags:
-            flags = set(line.split(":", 1)[1].split())
-        elif line.startswith("model name") and not model:
-            model = line.split(":", 1)[1].strip()
-    return {"model": model, "torch": torch.backends.cpu.get_cpu_capability(),
-            "flags": [f for f in FLAGS if f in flags], "cores": os.cpu_count()}
+    present = all_flags()
+    return {"model": _field("model name"), "torch": torch.backends.cpu.get_cpu_capability(),
+            "flags": [f for f in FLAGS if f in present], "cores": os.cpu_count()}
+
+
+def all_flags() -> set[str]:
+    """Every instruction-set flag /proc/cpuinfo gives for the first CPU (none off Linux)."""
+    return set(_field("flags").split())
 
 
 def describe(info: dict) -> str:
@@ -31,8 +29,13 @@ def describe(info: dict) -> str:
     return f"{info['model'] or 'CPU'}, {info['cores']} cores: {' '.join(info['flags']) or 'no AVX2'} (torch: {info['torch']})"
 
 
-def _cpuinfo() -> str:
+def _field(name: str) -> str:
+    """The first value of `name` in /proc/cpuinfo, or "" where there is none."""
     try:
-        return Path("/proc/cpuinfo").read_text()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return ""
+    for line in text.splitlines():
+        if line.startswith(name) and ":" in line:
+            return line.split(":", 1)[1].strip()
+    return ""

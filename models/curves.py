@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,8 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.measure import measure_curve
 from specd.decoding.settings import EngineSettings
-from specd.models.measured import machine
+from specd.models.cpu import all_flags
+from specd.models.measured import machine, write_atomic
 from specd.models.quantize import weight_key
 
 log = logging.getLogger("specd.models")
@@ -59,16 +59,8 @@ def curve_key(target: LoadedModel, draft: LoadedModel | None, settings: EngineSe
 def cpu_features() -> str:
     """torch's kernel level and the instruction sets among /proc/cpuinfo's flags that change which
     kernels run: "AVX2 avx2" here, "AVX512 amx_bf16 amx_int8 amx_tile avx2 avx512_bf16 avx512f ..." elsewhere."""
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass  # not Linux: torch's own level says the most of it
-    wanted = sorted(f for f in flags if f in CPU_FLAGS or f.startswith("amx_"))
+    # off Linux there are no flags: torch's own level says the most of it
+    wanted = sorted(f for f in all_flags() if f in CPU_FLAGS or f.startswith("amx_"))
     return " ".join([torch.backends.cpu.get_cpu_capability(), *wanted])
 
 
@@ -126,7 +118,4 @@ def read_curve(path: Path, key: dict[str, str | int]) -> tuple[CostCurve | None,
 
 def write_curve(path: Path, kept: CurveFile) -> None:
     """Atomically: a start killed while writing leaves no file that is read."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    partial.write_bytes(msgspec.json.format(msgspec.json.encode(kept)))
-    os.replace(partial, path)
+    write_atomic(path, msgspec.json.format(msgspec.json.encode(kept)))

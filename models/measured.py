@@ -51,10 +51,15 @@ def recall(cache_dir: Path, name: str, parts: dict) -> dict | None:
 
 
 def keep(cache_dir: Path, name: str, parts: dict, record: dict) -> None:
-    path = cache_dir / "measured" / f"{name}-{key_of(parts)}.json"
+    write_atomic(cache_dir / "measured" / f"{name}-{key_of(parts)}.json", json.dumps(record, indent=1).encode())
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all: a process killed while writing leaves no file
+    that is read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    partial.write_text(json.dumps(record, indent=1))
+    partial.write_bytes(data)
     os.replace(partial, path)
 
 
