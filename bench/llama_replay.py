@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         typed = passages(args)
         gguf = _gguf(args.gguf)
         with llama_server(Path(binary), gguf, args.threads, args.ctx_size) as url:
-            outcomes = asyncio.run(replay(Server(url, n_predict=args.n_predict), typed, args.cps, args.pause_ms))
+            outcomes = asyncio.run(replay(Server(url, n_predict=args.n_predict), typed, args.cps, args.pause_ms,
+                                          args.read_ms))
     except UserError as error:
         print(f"llama_replay: {error}", file=sys.stderr)
         return 2
@@ -127,14 +128,17 @@ def _wait_healthy(process: subprocess.Popen, url: str, log, start_s: float) -> N
     raise LlamaError(f"llama-server did not answer /health within {start_s:.0f} s")
 
 
-async def replay(server: Server, typed: tuple[Passage, ...], cps: float, pause_ms: float) -> list[Outcome]:
+async def replay(server: Server, typed: tuple[Passage, ...], cps: float, pause_ms: float,
+                 read_ms: float = 0.0) -> list[Outcome]:
     """Type every passage into its own buffer (one result cache for all, as in one Vim), one
-    Outcome per passage with what the server said it spent."""
+    Outcome per passage with what the server said it spent. Each file is read for `read_ms`
+    before the first request there (llama.vim asks nothing while the cursor rests)."""
     cache: dict[str, str] = {}
     outcomes = []
     for passage in typed:
         spent = server.model_ms
         editor = Editor(server, cache)
+        await asyncio.sleep(read_ms / 1e3)
         outcome = await _type(editor, passage, cps, pause_ms)
         outcome.model_ms = {"done": server.model_ms - spent, "cancelled": 0.0}  # llama.vim cancels nothing
         outcomes.append(outcome)

@@ -37,6 +37,8 @@ def add_parsers(sub) -> None:
     replay.add_argument("--no-cancel", action="store_true", help="never cancel: every request runs to the end")
     replay.add_argument("--no-prefetch", action="store_true",
                         help="no accept branches computed ahead (the typist never presses Tab)")
+    replay.add_argument("--no-warm", action="store_true",
+                        help="no document read ahead on opening or where the cursor rests")
     replay.add_argument("--baseline", action="store_true",
                         help="also run with --no-reuse --no-cancel, side by side in this run")
     replay.set_defaults(run=cmd_replay)
@@ -72,10 +74,10 @@ def cmd_replay(args) -> int:
 
     passages = typed_passages(args)
     runs = {"replay": Replay(passages, args.cps, args.pause_ms, reuse=not args.no_reuse, cancel=not args.no_cancel,
-                             prefetch=not args.no_prefetch)}
+                             prefetch=not args.no_prefetch, warm=not args.no_warm, read_ms=args.read_ms)}
     if args.baseline:
         runs["no-reuse-no-cancel"] = Replay(passages, args.cps, args.pause_ms, reuse=False, cancel=False,
-                                            prefetch=False)
+                                            prefetch=False, warm=False, read_ms=args.read_ms)
     command = specd_command(args.config)
     trace = Paths.of(load_config(args.config)).trace
     report = {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from specd.lsp.focus import DID_FOCUS
 from specd.lsp.replay_report import Outcome, Sent
 from specd.lsp.typist import Passage, schedule
 
@@ -32,6 +33,8 @@ class Replay:
     reuse: bool = True
     cancel: bool = True
     prefetch: bool = True         # the accept branch of each suggestion shown (never taken here)
+    warm: bool = True             # the server reads a document ahead on opening and where the cursor rests
+    read_ms: float = 0.0          # between opening a file and the first request there: a person reads
     timeout_s: float = 300.0
 
 
@@ -45,7 +48,8 @@ async def replay(job: Replay, command: list[str], env: dict | None = None) -> li
     try:
         await client.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(),
-            initialization_options={"reuse": job.reuse, "cancel": job.cancel, "prefetch": job.prefetch}))
+            initialization_options={"reuse": job.reuse, "cancel": job.cancel, "prefetch": job.prefetch,
+                                    "warm": job.warm}))
         client.initialized(types.InitializedParams())
         for passage in job.passages:
             outcomes.append(await _type_passage(client, job, passage))
@@ -57,11 +61,15 @@ async def replay(job: Replay, command: list[str], env: dict | None = None) -> li
 
 
 async def _type_passage(client, job: Replay, passage: Passage) -> Outcome:
-    """Open the passage's file cut at its cursor, type it, close it (the server then forgets
-    what it showed there; the daemon keeps the file's cache, as for a file one comes back to)."""
+    """Open the passage's file cut at its cursor, put the cursor there (as specd's editor clients
+    say: lsp/focus.py), read for `read_ms`, type, close (the server then forgets what it showed
+    there; the daemon keeps the file's cache, as for a file one comes back to)."""
     uri = passage.file.resolve().as_uri()
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
         uri=uri, language_id=passage.language, version=1, text=passage.before + passage.after)))
+    line, character = end_position(passage.before)
+    client.protocol.notify(DID_FOCUS, {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
+    await asyncio.sleep(job.read_ms / 1e3)
     warm_ms = await _warm_up(client, uri, passage, job) if job.pause_ms > 0 else None
     outcome = Outcome(uri, started=time.time(), typed_chars=len(passage.typed), warm_ms=warm_ms)
     await _type(client, uri, job, passage, outcome)

@@ -19,11 +19,15 @@ from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
 from specd.daemon.cursor import PositionError
 from specd.lsp.context import Cursor, LspTextDocument, LspWorkspace, Surroundings, cursor_at, is_open, surroundings
+from specd.lsp.focus import DID_FOCUS, read_focus
 from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 
 VERSION = "0.1.0"
+# A source file's characters per token, on the low side (code runs 3 to 4 with these tokenizers):
+# a document under prefix_tokens * this surely fits the prompt whole.
+CHARS_PER_TOKEN = 3
 log = logging.getLogger("specd.lsp")
 
 
@@ -91,6 +95,26 @@ class SpecdServer(LanguageServer):
             self.suggester.prefetch_after(uri, self.accepted(uri, cursor, suggestion), around)
         return cursor, suggestion
 
+    def read_ahead(self, uri: str, position: types.Position | None = None) -> None:
+        """Read `uri` ahead at `position` (None: its end, and only where the whole document fits
+        the prompt's prefix budget, so that every cursor there shares that prompt's start). A
+        position the client got wrong is logged: a notification has no one to answer."""
+        document = self.workspace.get_text_document(uri)
+        if position is None:
+            if len(document.source) > self.config.engine.prefix_tokens * CHARS_PER_TOKEN:
+                return
+            lines = document.lines
+            last = lines[-1] if lines else ""
+            ends_line = last.endswith(("\n", "\r"))
+            position = types.Position(len(lines) if ends_line else max(len(lines) - 1, 0),
+                                      0 if ends_line else document.position_codec.client_num_units(last))
+        try:
+            cursor = self.cursor(uri, position)
+        except JsonRpcInvalidParams as error:
+            log.warning("%s: %s", DID_FOCUS, error)
+            return
+        self.suggester.read_ahead(uri, cursor, self.surroundings(uri))
+
     def accepted(self, uri: str, cursor: Cursor, suggestion: Suggestion) -> Cursor:
         """The cursor after `suggestion` is accepted, cut from the document as it will then be, by
         the same rules as any request's: so the request after Tab is the one prefetched."""
@@ -129,6 +153,21 @@ def initialized(ls: SpecdServer, params: types.InitializedParams) -> None:
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: SpecdServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.touched(params.text_document.uri)
+    ls.read_ahead(params.text_document.uri)
+
+
+@server.feature(DID_FOCUS)
+def did_focus(ls: SpecdServer, params) -> None:
+    """specd's editor clients: the cursor rests here (lsp/focus.py)."""
+    try:
+        uri, position = read_focus(params)
+    except ValueError as error:
+        log.warning("%s", error)
+        return
+    if not is_open(ls.workspace, uri):
+        log.warning("%s for %s, which is not open: ignored", DID_FOCUS, uri)
+        return
+    ls.read_ahead(uri, position)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)

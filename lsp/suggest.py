@@ -12,6 +12,13 @@ Once a suggestion is shown, the suggester asks the daemon to prefetch its accept
 request the editor will send after Tab, computed while the user reads, kept in the daemon's
 suggestion cache (daemon/answers.py) and answered from there at once. The daemon runs it only
 while idle, and any keystroke's request preempts it.
+
+The same lane reads a document ahead before the first keystroke there (a person opens a file and
+reads before typing; a cold prompt is seconds of prefill on a CPU): on didOpen (at the document's
+end, when all of it fits the prompt: every cursor's prompt then starts where that one does) and
+where the editor says its cursor rests (`specd/didFocus`, sent by specd's own editor clients). The
+newest such read-ahead wins across documents; what it computed stays in the daemon's KV cache
+whether or not it finishes, and its answer is kept for a request at that very cursor.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from specd.lsp.postprocess import Suggestion, clean
 from specd.lsp.typed import Shown, rest_after_typing
 
 log = logging.getLogger("specd.lsp")
+OPTIONS = ("reuse", "cancel", "prefetch", "warm")
 
 
 class DaemonUnavailable(Exception):
@@ -48,16 +56,18 @@ class Suggester:
         self.reuse = True    # prefix reuse in the daemon, typed-through answers here
         self.cancel = True   # stale requests end at once, and are superseded in the daemon
         self.prefetch = True  # the accept branch of a suggestion shown, computed while idle
+        self.warm = True      # documents read ahead where the editor's cursor rests, while idle
+        self.warming: tuple[str, int] | None = None  # the read-ahead in flight: document, request id
 
     def configure(self, options: object) -> None:
-        """`initializationOptions`: {"reuse": bool, "cancel": bool, "prefetch": bool}, all true by
-        default (`specd replay --no-reuse --no-cancel --no-prefetch` turns them off for a
-        side-by-side run)."""
+        """`initializationOptions`: {"reuse": bool, "cancel": bool, "prefetch": bool, "warm": bool},
+        all true by default (`specd replay --no-reuse --no-cancel --no-prefetch --no-warm` turns
+        them off for a side-by-side run)."""
         if not isinstance(options, dict):
             raise JsonRpcInvalidParams(f"initializationOptions must be an object, not {type(options).__name__}")
         for key, value in options.items():
-            if key not in ("reuse", "cancel", "prefetch") or not isinstance(value, bool):
-                raise JsonRpcInvalidParams(f"initializationOptions: {key!r} must be one of reuse, cancel, prefetch "
+            if key not in OPTIONS or not isinstance(value, bool):
+                raise JsonRpcInvalidParams(f"initializationOptions: {key!r} must be one of {', '.join(OPTIONS)} "
                                            f"and a boolean, not {value!r}")
             setattr(self, key, value)
 
@@ -168,6 +178,26 @@ class Suggester:
         self.prefetched[uri] = accepted.prefix, accepted.suffix
         request = msgspec.structs.replace(self.request(uri, accepted, around), prefetch=True, supersede=False)
         self._spawn(self.ask(request))
+
+    def read_ahead(self, uri: str, cursor: Cursor, around: Surroundings) -> None:
+        """Have the daemon read `uri`'s prompt at `cursor` (and answer there) on its idle lane,
+        before any request: the newest read-ahead wins, so an older one for another document is
+        cancelled (the chunks it computed stay cached)."""
+        if not (self.warm and self.reuse) or self.prefetched.get(uri) == (cursor.prefix, cursor.suffix):
+            return
+        self.prefetched[uri] = cursor.prefix, cursor.suffix
+        if self.warming is not None and self.warming[0] != uri and self.client is not None:
+            self._spawn(self.client.cancel(self.warming[1]))
+        request = msgspec.structs.replace(self.request(uri, cursor, around), prefetch=True, supersede=False)
+        self.warming = uri, request.id
+        self._spawn(self._read(request))
+
+    async def _read(self, request: protocol.Complete) -> None:
+        try:
+            await self.ask(request)
+        finally:
+            if self.warming == (request.document, request.id):
+                self.warming = None
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.ensure_future(coroutine)

@@ -111,14 +111,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cps", type=float, default=10.0, help="keys per second (default 10)")
     parser.add_argument("--pause-ms", type=float, default=0.0,
                         help="pause this long after each word, as people do (default 0: no pauses)")
+    parser.add_argument("--read-ms", type=float, default=0.0,
+                        help="after opening each file, read this long before the first request there "
+                             "(default 0: ask at once)")
     parser.add_argument("--json", type=Path, help="write the report here")
 
 
 def passages(args: argparse.Namespace) -> tuple[Passage, ...]:
     """What the typist types as `add_arguments` read it: the passage at --at in FILE, or --files N
     passages across it. A command line it cannot serve is a PassageError, said plainly."""
-    if args.cps <= 0 or args.pause_ms < 0:
-        raise PassageError("--cps must be positive and --pause-ms not negative")
+    if args.cps <= 0 or args.pause_ms < 0 or args.read_ms < 0:
+        raise PassageError("--cps must be positive, --pause-ms and --read-ms not negative")
     if args.chars < 1:
         raise PassageError(f"--chars must be at least 1, not {args.chars}")
     if args.files is not None:

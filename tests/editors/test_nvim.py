@@ -106,6 +106,12 @@ def test_the_accept_key_is_mapped_in_the_buffer(played):
     assert played["mapping"]["buffer"] == 1 and played["mapping"]["expr"] == 1, played["mapping"]
 
 
+def test_where_the_cursor_rests_specd_is_told(played):
+    uri = played["focus"][-1]["textDocument"]["uri"] if played["focus"] else None
+    assert played["focus"] and played["focus"][-1]["position"] == {"line": 2, "character": 4}, played["focus"]
+    assert uri.endswith("/fibs.py")
+
+
 def test_without_a_suggestion_the_key_types_as_usual(played):
     assert played["ghosts_before_key"] == 0
     # `Go` opened a new last line; the unmapped <Tab> inserts a tab there (noexpandtab).

@@ -3,7 +3,9 @@
 // The client starts when the first document in one of `specd.languages` opens (starting the
 // server may start the daemon, which loads the models: no reason to pay that for a Markdown file).
 // vscode-languageclient 11 registers inline completion by default, so there is nothing to add
-// for ghost text beyond the document selector.
+// for ghost text beyond the document selector. Where the cursor rests without typing (a file
+// opened or switched to, a click, a jump), the server is told (`specd/didFocus`) and has the
+// daemon read the document there before the first key.
 import * as vscode from 'vscode';
 import {
   LanguageClient,
@@ -13,13 +15,18 @@ import {
 } from 'vscode-languageclient/node';
 
 const SECTION = 'specd';
+const DID_FOCUS = 'specd/didFocus';
+const FOCUS_MS = 300; // the cursor rests this long before the server is told; each move restarts it
 
 let client: LanguageClient | undefined;
 let starting: Promise<void> | undefined;
+let focusTimer: ReturnType<typeof setTimeout> | undefined;
+let lastEdit = 0;
 
 interface Settings {
   path: string;
   languages: string[];
+  readAhead: boolean;
 }
 
 function readSettings(): Settings {
@@ -27,6 +34,7 @@ function readSettings(): Settings {
   return {
     path: config.get<string>('path', 'specd') || 'specd',
     languages: config.get<string[]>('languages', []),
+    readAhead: config.get<boolean>('readAhead', true),
   };
 }
 
@@ -71,6 +79,29 @@ async function startIfNeeded(): Promise<void> {
     );
   });
   await starting;
+  focusRested(vscode.window.activeTextEditor);
+}
+
+// Typing moves the cursor too, but each key brings its own completion request: only a cursor
+// that rests with no edit in the last FOCUS_MS is news.
+function focusRested(editor: vscode.TextEditor | undefined): void {
+  if (focusTimer) {
+    clearTimeout(focusTimer);
+  }
+  focusTimer = setTimeout(() => {
+    const running = client;
+    const settings = readSettings();
+    if (!editor || !running?.isRunning() || vscode.window.activeTextEditor !== editor) {
+      return;
+    }
+    if (!settings.readAhead || !serves(editor.document, settings) || Date.now() - lastEdit < FOCUS_MS) {
+      return;
+    }
+    void running.sendNotification(DID_FOCUS, {
+      textDocument: { uri: running.code2ProtocolConverter.asUri(editor.document.uri) },
+      position: running.code2ProtocolConverter.asPosition(editor.selection.active),
+    });
+  }, FOCUS_MS);
 }
 
 async function stop(): Promise<void> {
@@ -92,6 +123,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.commands.registerCommand('specd.restart', restart),
     vscode.workspace.onDidOpenTextDocument(() => startIfNeeded()),
+    vscode.workspace.onDidChangeTextDocument(() => {
+      lastEdit = Date.now();
+    }),
+    vscode.window.onDidChangeActiveTextEditor(focusRested),
+    vscode.window.onDidChangeTextEditorSelection((event) => focusRested(event.textEditor)),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(`${SECTION}.path`) || event.affectsConfiguration(`${SECTION}.languages`)) {
         void restart();

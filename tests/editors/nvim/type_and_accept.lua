@@ -92,6 +92,22 @@ local function open_and_attach(key)
   result.mapping = { buffer = map.buffer, expr = map.expr, desc = map.desc }
 end
 
+--- Moves the cursor in normal mode and lets it rest: the plugin tells specd where
+--- (`specd/didFocus`, recorded here on its way out).
+local function rest_the_cursor()
+  local client = specd_client()
+  local notify = client.notify
+  result.focus = {}
+  client.notify = function(self, method, params)
+    if method == 'specd/didFocus' then
+      table.insert(result.focus, params)
+    end
+    return notify(self, method, params)
+  end
+  vim.api.nvim_win_set_cursor(0, { 3, 4 })
+  sleep(1000)
+end
+
 --- Opens a new last line and presses the key at once: the first request leaves 200 ms after
 --- InsertEnter, so there is no suggestion yet and the key must type itself. <BS> takes it back.
 local function press_without_suggestion(key)
@@ -129,6 +145,7 @@ end
 local function play()
   local key = env.SPECD_NVIM_KEY
   open_and_attach(key)
+  rest_the_cursor()
   press_without_suggestion(key)
   type_and_accept(key)
   vim.api.nvim_input('<Esc>')

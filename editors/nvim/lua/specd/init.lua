@@ -1,9 +1,12 @@
 --- specd for Neovim 0.12: starts `specd lsp` for chosen filetypes, shows its completions as ghost
 --- text (vim.lsp.inline_completion) and maps a key that accepts the ghost text when there is one
---- and otherwise does what the key does without the mapping.
+--- and otherwise does what the key does without the mapping. Where the cursor rests outside insert
+--- mode (a file opened or entered, a jump), it tells specd (`specd/didFocus`), which reads the
+--- document there ahead of the first key.
 local M = {}
 
 local NAME = 'specd'
+local DID_FOCUS = 'specd/didFocus'
 
 M.defaults = {
   --- How to start the language server (it starts the daemon itself when none answers).
@@ -15,6 +18,8 @@ M.defaults = {
   },
   --- Insert-mode key that accepts the ghost text; without one it types as usual. false: no mapping.
   accept_key = '<Tab>',
+  --- ms the cursor rests outside insert mode before specd is told where (false: never told).
+  focus_ms = 300,
   --- Extra fields for vim.lsp.config (cmd_env, init_options, settings, on_attach, ...).
   lsp = {},
 }
@@ -30,8 +35,37 @@ local function accept_or(key)
   end
 end
 
+--- Tells specd where the cursor rests in `buf` once it has rested `ms` there: each move restarts
+--- the wait, so a scroll or a run of jumps sends one notification, for where it ended.
+local function send_focus_after_rest(buf, group, ms)
+  local timer = assert(vim.uv.new_timer())
+  local function send()
+    if not vim.api.nvim_buf_is_valid(buf) or vim.api.nvim_get_current_buf() ~= buf then
+      return
+    end
+    local client = vim.lsp.get_clients({ bufnr = buf, name = NAME })[1]
+    if client and not vim.startswith(vim.api.nvim_get_mode().mode, 'i') then
+      client:notify(DID_FOCUS, vim.lsp.util.make_position_params(0, client.offset_encoding))
+    end
+  end
+  local function restart()
+    timer:stop()
+    timer:start(ms, 0, vim.schedule_wrap(send))
+  end
+  vim.api.nvim_create_autocmd({ 'BufEnter', 'CursorMoved' }, { group = group, buffer = buf, callback = restart })
+  vim.api.nvim_create_autocmd('BufWipeout', {
+    group = group,
+    buffer = buf,
+    callback = function()
+      timer:stop()
+      timer:close()
+    end,
+  })
+  restart() -- attached: the file was just opened, its cursor rests where it was put
+end
+
 --- Turns inline completion on for a buffer specd attached to, and maps the accept key there.
-local function on_specd_attach(buf, opts)
+local function on_specd_attach(buf, opts, group)
   vim.lsp.inline_completion.enable(true, { bufnr = buf })
   if opts.accept_key then
     vim.keymap.set('i', opts.accept_key, accept_or(opts.accept_key), {
@@ -40,9 +74,12 @@ local function on_specd_attach(buf, opts)
       desc = 'specd: accept the ghost text, else ' .. opts.accept_key,
     })
   end
+  if opts.focus_ms then
+    send_focus_after_rest(buf, group, opts.focus_ms)
+  end
 end
 
---- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, lsp?: table}
+--- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, focus_ms?: integer|false, lsp?: table}
 function M.setup(opts)
   opts = vim.tbl_deep_extend('force', M.defaults, opts or {})
   assert(vim.lsp.inline_completion, 'specd: needs Neovim 0.12 (vim.lsp.inline_completion)')
@@ -62,7 +99,7 @@ function M.setup(opts)
     callback = function(args)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
       if client and client.name == NAME then
-        on_specd_attach(args.buf, opts)
+        on_specd_attach(args.buf, opts, group)
       end
     end,
   })
