@@ -90,7 +90,7 @@ def main() -> int:
     p.add_argument("--top", type=int, default=20, help="policies to print, cheapest first")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
-    engine = build_engine(load_config(None))
+    engine = build_engine(load_config(None), drafters=("hybrid",))
     costs, ngram = engine.costs, engine.settings.lookup_ngram
     records = []
     for n, case in enumerate(read_cases(args.cases, None)):

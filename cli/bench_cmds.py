@@ -35,6 +35,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--suffix-budgets", help="instead of speed: first-line quality per suffix budget, e.g. 0,32,64")
     p.add_argument("--quantize", help="instead of the modes: the first mode on each weight kind, side by side, "
                                       "e.g. none,int8,int4 (speed per pass, first lines against the first kind)")
+    p.add_argument("--layerskip", action="store_true",
+                   help="instead of the modes: layerskip with each candidate layer set against plain decoding; "
+                        "the fastest exact set is kept for the daemon (engine.layerskip_layers = auto)")
     p.add_argument("--profile", action="store_true",
                    help="instead: ms per pass by part at widths 1, 4, 8, 16 after 1000 tokens, beside the floor "
                         "(the weights' bytes over the memory bandwidth); with --quantize, for each weight kind")
@@ -65,11 +68,13 @@ def cmd_bench(args) -> int:
     config = msgspec.structs.replace(config, models=models)
     plan = EngineBench(args.cases, [m for m in args.modes.split(",") if m], args.anchors, args.max_tokens, args.limit,
                        [int(b) for b in args.suffix_budgets.split(",")] if args.suffix_budgets else None,
-                       [k for k in args.quantize.split(",") if k] if args.quantize else None)
+                       [k for k in args.quantize.split(",") if k] if args.quantize else None, args.layerskip)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     result = run_bench(config, plan, log)
     if plan.quantize:
         print(weights_table(result))
+    elif plan.layerskip:
+        print(layerskip_table(result))
     elif not plan.suffix_budgets:
         print(bench_table(result))
     write_json(args.json, result)
@@ -92,6 +97,18 @@ def cmd_profile(args) -> int:
     print(profile_table(result))
     write_json(args.json, result)
     return 0
+
+
+def layerskip_table(result: dict) -> str:
+    plain = result["none"]
+    rows = [f"plain decoding: {plain['tokens_per_s']} tok/s; the target has {result['layers']} layers",
+            f"{'layer set':40} {'kept':>4} {'acceptance':>10} {'tok/pass':>8} {'tok/s':>7} {'x none':>6} identical  layers"]
+    for name, s in result["layerskip"].items():
+        mark = " (kept)" if name == result["chosen"] else ""
+        rows.append(f"{name + mark:40} {s['kept']:>4} {s['acceptance'] or 0:>10.3f} {s['tokens_per_pass']:>8.2f} "
+                    f"{s['tokens_per_s'] or 0:>7.2f} {s['speedup_vs_none'] or 0:>6.2f} {s['identical_to_none']:>3}/{s['cases']:<5} "
+                    f"{s['layers']}")
+    return "\n".join(rows)
 
 
 def profile_table(result: dict) -> str:

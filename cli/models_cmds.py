@@ -31,7 +31,7 @@ def cmd_models(args) -> int:
     say = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.action == "pull":
         for role in ("target", "draft"):
-            spec = getattr(config.models, role)
+            spec = _fetched(getattr(config.models, role))
             parsed = parse_spec(spec, role) if spec != "none" else None
             started = time.perf_counter()
             if parsed is not None and args.repair and cached_folder(parsed, cache) is None:
@@ -43,7 +43,7 @@ def cmd_models(args) -> int:
                 print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
     print(f"{'role':7} {'converted':9} {'size':>9} {'params':>8} {'dtype':6} spec -> folder")
     for role in ("target", "draft"):
-        spec = getattr(config.models, role)
+        spec = _fetched(getattr(config.models, role))
         if spec == "none":
             print(f"{role:7} {'-':9} {'-':>9} {'-':>8} {'-':6} none")
             continue
@@ -52,6 +52,12 @@ def cmd_models(args) -> int:
         print(f"{role:7} {'yes' if i.converted else 'no':9} {i.bytes_on_disk / 2**30:>7.2f}GB "
               f"{params:>8} {i.dtype or '-':6} {i.spec} -> {i.folder}")
     return 0
+
+
+def _fetched(spec: str) -> str:
+    """draft = "auto" is the built-in draft: fetched with the target, so that a drafter that uses
+    it can be chosen later without a download, though the daemon loads it only then."""
+    return "builtin" if spec == "auto" else spec
 
 
 def cmd_config(args) -> int:

@@ -38,6 +38,7 @@ class EngineBench:
     limit: int | None = None                 # only the first N cases
     suffix_budgets: list[int] | None = None  # instead of speed: first-line quality per suffix budget
     quantize: list[str] | None = None        # instead of the modes: the first mode on each weight kind
+    layerskip: bool = False                  # instead of the modes: layerskip's layer sets, the fastest kept
 
 
 def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> dict:
@@ -54,7 +55,10 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
         raise RequestError(f"unknown modes {unknown}; known: {', '.join(sorted(known))}")
     if plan.quantize:
         return _weights(config, plan, cases, log)
-    engine = build_engine(config)
+    if plan.layerskip:
+        return _layerskip(config, plan, cases, log)
+    # hf-assisted drafts with the draft model too
+    engine = build_engine(config, drafters=[*modes, *(["draft"] if "hf-assisted" in modes else [])])
     if plan.suffix_budgets:
         result = suffix_sweep(engine, cases, plan.suffix_budgets, plan.max_tokens, log)
     else:
@@ -76,13 +80,33 @@ def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str]
     for kind in plan.quantize:
         log(f"loading the {kind} target")
         engines[kind] = build_engine(msgspec.structs.replace(
-            config, models=msgspec.structs.replace(config.models, quantize=kind)), progress=log)
+            config, models=msgspec.structs.replace(config.models, quantize=kind)), progress=log, drafters=plan.modes)
         log(f"{kind}: passes padded to {engines[kind].low_width}, edits folded: {engines[kind].folds}")
     result = weights_bench(engines, cases, plan.modes[0], plan.max_tokens, log)
     first = engines[plan.quantize[0]]
     result["settings"] = {**_settings(first, plan), "dtypes": {k: str(e.target.dtype) for k, e in engines.items()},
                           "low_widths": {k: e.low_width for k, e in engines.items()},
                           "folds": {k: e.folds for k, e in engines.items()}}
+    return result
+
+
+def _layerskip(config: Config, plan: EngineBench, cases: list, log: Callable[[str], None]) -> dict:
+    """Search layerskip's layer sets and keep the fastest exact one for this target and machine,
+    where the daemon's engine.layerskip_layers = "auto" finds it."""
+    from specd.daemon.runtime import build_engine, layerskip_key
+    from specd.decoding.bench import layerskip_search
+    from specd.decoding.layerskip import parse as parse_layers
+    from specd.models.measured import keep
+
+    engine = build_engine(config, progress=log)
+    result = layerskip_search(engine, cases, plan.max_tokens, log)
+    if result["chosen"] is not None:
+        chosen = result["layerskip"][result["chosen"]]
+        keep(config.cache_dir(), "layerskip", layerskip_key(engine.target),
+             {"layers": list(parse_layers(chosen["layers"], result["layers"])), "name": result["chosen"],
+              "tokens_per_s": chosen["tokens_per_s"], "acceptance": chosen["acceptance"]})
+        log(f"kept layerskip's set {result['chosen']!r} ({chosen['layers']}) for this target on this machine")
+    result["settings"] = _settings(engine, plan)
     return result
 
 
@@ -104,7 +128,8 @@ def run_profile(config: Config, kinds: list[str], log: Callable[[str], None]) ->
     e = config.engine.for_device("cpu")
     for i, kind in enumerate(kinds):
         models = msgspec.structs.replace(config.models, quantize=kind, draft=config.models.draft if i == 0 else "none")
-        target, draft = load_models(msgspec.structs.replace(config, models=models), progress=log)
+        target, draft = load_models(msgspec.structs.replace(config, models=models), progress=log,
+                                    drafters=("draft",))   # profiled once, beside the first target
         use_threads(target.weights)
         pad = target.tokenizer.pad_token_id or 0
         for role, loaded, capacity in (("target", target, e.capacity), ("draft", draft, e.draft_capacity)):

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Iterable, Literal
 
 import msgspec
 
 from specd.decoding.errors import UserError
-from specd.decoding.registry import DEFAULT_DRAFTER, DrafterName
+from specd.decoding.registry import DEFAULT_DRAFTER, MODEL_DRAFTERS, DrafterName
 from specd.decoding.settings import EngineSettings
 
 # No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
@@ -28,7 +28,9 @@ class ConfigError(UserError):
 
 class Models(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     target: str = "builtin"          # builtin | builtin:<name> | folder | .gguf file | hub id
-    draft: str = "builtin"           # the same, or "none"
+    # the same, or "none"; auto: the built-in draft, loaded only where completion.drafter uses a
+    # draft model (the default, lookup, does not: the daemon then keeps no draft model resident)
+    draft: str = "auto"
     device: str = "auto"             # auto | cpu | cuda | cuda:N
     dtype: str = "auto"              # auto | bf16 | fp16 | fp32
     # the weights: gguf (the file's own blocks on specd's kernels), int4 or int8 (torch's kernels),
@@ -73,6 +75,15 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     completion: Completion = Completion()
     daemon: Daemon = Daemon()
     lsp: Lsp = Lsp()
+
+    def draft_to_load(self, drafters: Iterable[str] = ()) -> str:
+        """The draft model to load: models.draft, where "auto" is the built-in draft if the default
+        drafter or one of `drafters` (a command's own: `specd bench --modes hybrid`) drafts with
+        one, else "none"."""
+        if self.models.draft != "auto":
+            return self.models.draft
+        uses = {self.completion.drafter, *drafters} & MODEL_DRAFTERS
+        return "builtin" if uses else "none"
 
     def cache_dir(self) -> Path:
         from specd.models.specs import default_cache_dir

@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
-from specd.daemon.config import Config
+from specd.daemon.config import Config, ConfigError
 from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
+from specd.decoding.layerskip import parse as parse_layers
 from specd.decoding.loaded import LoadedModel
 from specd.models.curves import load_or_measure
 from specd.models.devices import check_quantize, pick_device, pick_quantize
@@ -22,22 +23,25 @@ from specd.models.specs import parse_spec
 log = logging.getLogger("specd")
 
 
-def load_models(config: Config, pull: bool = False,
-                progress: Callable[[str], None] = log.info) -> tuple[LoadedModel, LoadedModel | None]:
+def load_models(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info,
+                drafters: Iterable[str] = ()) -> tuple[LoadedModel, LoadedModel | None]:
+    """The target, and the draft model where the default drafter or one of `drafters` uses it
+    (Config.draft_to_load)."""
     m = config.models
+    draft_spec = config.draft_to_load(drafters)
     device = pick_device(m.device)
     check_quantize(m.quantize, device, "quantize")  # refused before anything loads
-    if m.draft != "none":
+    if draft_spec != "none":
         check_quantize(m.draft_quantize, device)
     started = time.perf_counter()
     progress(f"loading target {m.target}")
     target = load(parse_spec(m.target, "target"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress,
                   quantize=pick_quantize(m.quantize, device))
     draft = None
-    if m.draft != "none":
-        progress(f"loading draft {m.draft}")
+    if draft_spec != "none":
+        progress(f"loading draft {draft_spec}")
         kind = pick_quantize(m.draft_quantize, device, fallback="int8")
-        draft = load(parse_spec(m.draft, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress,
+        draft = load(parse_spec(draft_spec, "draft"), config.cache_dir(), m.device, m.dtype, pull=pull, say=progress,
                      quantize="gguf" if kind == "gguf" else "none")
         if kind == "int8":
             draft = quantize_int8(draft)
@@ -47,8 +51,9 @@ def load_models(config: Config, pull: bool = False,
     return target, draft
 
 
-def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info) -> Engine:
-    target, draft = load_models(config, pull, progress)
+def build_engine(config: Config, pull: bool = False, progress: Callable[[str], None] = log.info,
+                 drafters: Iterable[str] = ()) -> Engine:
+    target, draft = load_models(config, pull, progress, drafters)
     settings = config.engine.for_device(target.device.type)
     curve = load_or_measure(target, draft, settings, config.cache_dir(), progress)  # once per machine
     progress(f"pass ms by width: {curve.summary()}")
@@ -59,7 +64,7 @@ def build_engine(config: Config, pull: bool = False, progress: Callable[[str], N
         probe = Probe(**kept) if kept else None
     except TypeError:  # a record of another shape: measured again
         probe = None
-    engine = Engine(target, draft, settings, curve, probe)
+    engine = Engine(target, draft, settings, curve, probe, layerskip_layers(target, config))
     measured = engine.probe is not probe
     if measured and target.device.type == "cpu":   # a GPU probes at every start: its check of repeatability
         keep(config.cache_dir(), "probe", parts, dataclasses.asdict(engine.probe))
@@ -69,6 +74,23 @@ def build_engine(config: Config, pull: bool = False, progress: Callable[[str], N
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
         progress(note)
     return engine
+
+
+def layerskip_layers(target: LoadedModel, config: Config) -> tuple[int, ...] | None:
+    """The layers `layerskip` runs: engine.layerskip_layers, where "auto" is the set `specd bench
+    --layerskip` chose for this target on this machine (None: none chosen yet, the default)."""
+    text, n = config.engine.layerskip_layers, target.model.config.num_hidden_layers
+    if text != "auto":
+        try:
+            return parse_layers(text, n)
+        except ValueError as error:
+            raise ConfigError(f"engine.layerskip_layers: {error}") from None
+    kept = recall(config.cache_dir(), "layerskip", layerskip_key(target))
+    return tuple(kept["layers"]) if kept and isinstance(kept.get("layers"), list) else None
+
+
+def layerskip_key(target: LoadedModel) -> dict:
+    return {"model": model_stamp(target.folder, target.weights), "dtype": str(target.dtype)}
 
 
 def _probe_key(target: LoadedModel, config: Config) -> dict:

@@ -213,3 +213,29 @@ def suffix_sweep(engine: Engine, cases: list[Case], budgets: list[int], max_toke
     return {"suffix_budgets": {str(b): {
         "cases": len(cases), "first_line_right": right[b], "first_line_rate": round(right[b] / len(cases), 3),
         "keystroke_prefill_s": round(prefill_s[b] / len(cases), 3)} for b in budgets}}
+
+
+def layerskip_search(engine: Engine, cases: list[Case], max_tokens: int, progress=print) -> dict:
+    """`layerskip` with each candidate layer set (decoding/layerskip.py) against plain decoding,
+    taking turns case by case, drafting on every pass (no pacing: each set's acceptance is
+    measured whole). The fastest set that gave plain decoding's tokens on every case is chosen."""
+    from specd.decoding import layerskip
+
+    n = engine.target.model.config.num_hidden_layers
+    unpaced = engine.with_settings(pace_drafts=False)
+    engines = {name: unpaced.with_layers(kept) for name, kept in layerskip.candidates(n).items()}
+    plain: list[Run] = []
+    runs: dict[str, list[Run]] = {name: [] for name in engines}
+    for i, case in enumerate(cases):
+        plain.append(run_engine(engine, case, "none", max_tokens, f"none:{i}"))
+        for name, candidate in engines.items():
+            run = run_engine(candidate, case, "layerskip", max_tokens, f"layerskip:{i}")
+            runs[name].append(run)
+            progress(f"{name:40} case {i + 1}/{len(cases)}: accepted {run.accepted} of {run.proposed}, "
+                     f"decode {run.decode_s:.2f} s")
+    sets = {name: {**summarize(r, plain), "layers": layerskip.spell(engines[name].layers), "kept": len(engines[name].layers),
+                   "tokens_per_pass": round(sum(len(x.tokens) for x in r) / max(1, sum(x.target_forwards for x in r)), 2)}
+            for name, r in runs.items()}
+    exact = [name for name, s in sets.items() if s["identical_to_none"] == len(cases)]
+    chosen = max(exact, key=lambda name: sets[name]["tokens_per_s"] or 0.0) if exact else None
+    return {"layerskip": sets, "none": summarize(plain, None), "chosen": chosen, "layers": n}

@@ -68,7 +68,7 @@ class ModelProposer:
         if limit <= 0 or not self.drafter.pacing.pays():
             return Proposal([], name)
         self.forwards, self.prefill_s = 0, 0.0
-        logits = self._catch_up(self.prompt + context[self.offset:])
+        logits = self._catch_up(context)
         if logits is None:
             return Proposal([], name, forwards=self.forwards, prefill_s=self.prefill_s)  # cancelled
         tokens, probs, seen = [], [], []
@@ -79,15 +79,17 @@ class ModelProposer:
             seen.append(self._probability(logits, token, q))
             if j + 1 == limit or not stop.more(seen) or self.job.cancelled():
                 break
-            logits = draft_step(self.model, self.cache, [token])
+            logits = self._step(token)
             self.forwards += 1
         kept = stop.keep(seen)
         stacked = None if self.job.sampler.greedy or kept == 0 else torch.stack(probs[:kept])
         return Proposal(tokens[:kept], name, probs=stacked, forwards=self.forwards, prefill_s=self.prefill_s,
                         token_probs=seen[:kept])
 
-    def _catch_up(self, wanted: list[int]) -> torch.Tensor | None:
-        """Bring the cache to `wanted` and return the logits after its last token."""
+    def _catch_up(self, context: list[int]) -> torch.Tensor | None:
+        """Bring the cache to the window and what followed it in `context`; return the logits
+        after its last token (None: cancelled while reading the prompt)."""
+        wanted = self.prompt + context[self.offset:]
         head = wanted[:-1]
         reuse = self.cache.common_prefix(head)
         if len(head) - reuse > 1:  # a prompt to read: in chunks, with a cancel check between
@@ -101,6 +103,10 @@ class ModelProposer:
         self.cache.truncate(reuse)
         self.forwards += 1
         return draft_step(self.model, self.cache, wanted[reuse:])
+
+    def _step(self, token: int) -> torch.Tensor:
+        """One drafted token through the draft; its logits [V]."""
+        return draft_step(self.model, self.cache, [token])
 
     def _pick(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
         sampler = self.job.sampler

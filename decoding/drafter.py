@@ -45,6 +45,7 @@ class DraftJob:
     generator: torch.Generator | None = None
     cancelled: Callable[[], bool] = lambda: False
     draft_cache: KVCache | None = None  # the document's cache for the draft model
+    target_cache: KVCache | None = None  # the target's (a `layerskip` draft runs on its layers)
 
 
 class Proposer(Protocol):

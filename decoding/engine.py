@@ -21,14 +21,17 @@ from specd.decoding.cachepool import CachePool, Slot
 from specd.decoding.curve import CostCurve
 from specd.decoding.draft_model import ModelDrafter
 from specd.decoding.drafter import Acceptance, DraftJob, Drafter, HybridDrafter, NoDrafter, Pacing, Proposal
+from specd.decoding import layerskip
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
+from specd.decoding.layerskip import LayerSkipDrafter
+from specd.decoding.lean import shaped
 from specd.decoding.lookup import LookupDrafter
 from specd.decoding.loaded import LoadedModel, check_pair
 from specd.decoding.measure import measure_curve
 from specd.decoding.policy import DraftStop, PassCosts, Stop, widest_useful
 from specd.decoding.prompt import Prompt, PromptBuilder, detect_template
-from specd.decoding.registry import DRAFTERS, MODEL_DRAFTERS
+from specd.decoding.registry import DRAFTERS, MODEL_DRAFTERS, SHAPED_DRAFTERS
 from specd.decoding.request import Completion, CompletionRequest, RequestError
 from specd.decoding.settings import EngineSettings
 from specd.decoding.stats import Stats, Step
@@ -37,13 +40,18 @@ from specd.decoding.verify import accept_greedy, accept_sampled
 from specd.decoding.widths import Probe, measure_probe
 
 
+NO_DRAFT = (" (no draft model loaded: models.draft = \"auto\" loads the built-in one where completion.drafter "
+            "drafts with it; or name one in models.draft)")
+
+
 class Engine:
     def __init__(self, target: LoadedModel, draft: LoadedModel | None, settings: EngineSettings,
-                 curve: CostCurve | None = None, probe: Probe | None = None):
+                 curve: CostCurve | None = None, probe: Probe | None = None, layers: tuple[int, ...] | None = None):
         """`curve`: what a pass costs here by its width (models/curves.py keeps one per machine);
         measured on these models when not given. `probe`: what the width probe found for these
         models, settings and widest pass on this machine, where the caller kept it
-        (daemon/runtime.py); measured here when not given or made for another width."""
+        (daemon/runtime.py); measured here when not given or made for another width. `layers`:
+        the target's layers the `layerskip` drafter runs (default: decoding/layerskip.py's)."""
         if draft is not None:
             check_pair(target, draft)
         assert settings.width >= 1, "a pass has at least the pending token"
@@ -68,13 +76,20 @@ class Engine:
         # how often prompt lookup's tokens are accepted, by position.
         self.pacing = {mode: Pacing(self.costs, judge=settings.pace_drafts)
                        for mode in MODEL_DRAFTERS if draft is not None}
+        self.layers = layers or layerskip.default(target.model.config.num_hidden_layers)
+        self.pacing["layerskip"] = Pacing(self.costs, judge=settings.pace_drafts)
         self.acceptance = {mode: Acceptance(self.width - 1) for mode in ("lookup", "hybrid")}
         self._drafters = self._make_drafters()
 
     def with_settings(self, **changes) -> Engine:
         """Another engine on the same loaded models, with its own caches (and the same curve:
         measured at this engine's capacities, near enough for a benchmark's variants)."""
-        return Engine(self.target, self.draft, msgspec.structs.replace(self.settings, **changes), self.curve)
+        return Engine(self.target, self.draft, msgspec.structs.replace(self.settings, **changes), self.curve,
+                      layers=self.layers)
+
+    def with_layers(self, layers: tuple[int, ...]) -> Engine:
+        """Another engine on the same models whose `layerskip` runs `layers` (a search's candidate)."""
+        return Engine(self.target, self.draft, self.settings, self.curve, self.probe, layers)
 
     def _make_drafters(self) -> dict[str, Drafter]:
         s, acceptance = self.settings, self.acceptance
@@ -83,8 +98,13 @@ class Engine:
             drafters += [self.model_drafter(self.pacing["draft"]),
                          HybridDrafter(LookupDrafter(self.costs, acceptance["hybrid"], s.lookup_ngram),
                                        self.model_drafter(self.pacing["hybrid"]), s.hybrid_min_match)]
+        if shaped(self.target.model):
+            n = self.target.model.config.num_hidden_layers
+            stop = DraftStop(layerskip.costs(self.costs, len(self.layers), n), self.settings.draft_confidence)
+            drafters.append(LayerSkipDrafter(self.target, self.layers, self.pacing["layerskip"], stop))
         made = {d.name: d for d in drafters}
-        assert set(made) == set(DRAFTERS) - (set() if self.draft else MODEL_DRAFTERS), "registry.py names them all"
+        missing = (set() if self.draft else MODEL_DRAFTERS) | (set() if shaped(self.target.model) else SHAPED_DRAFTERS)
+        assert set(made) == set(DRAFTERS) - missing, "registry.py names them all"
         return made
 
     def model_drafter(self, pacing: Pacing, stop: Stop | None = None) -> ModelDrafter:
@@ -92,6 +112,12 @@ class Engine:
         assert self.draft is not None, "a draft model is loaded"
         return ModelDrafter(self.draft, self.settings.draft_context_tokens, tuple(self._builder.special_ids), pacing,
                             stop or DraftStop(self.costs, self.settings.draft_confidence))
+
+    @property
+    def drafters(self) -> tuple[str, ...]:
+        """The drafters this engine serves: the registry's (less those needing a draft model it
+        has not loaded), and any added."""
+        return tuple(self._drafters)
 
     def add_drafter(self, drafter: Drafter) -> None:
         """Serve requests for `drafter.name` with it as well (a drafter of the caller's own)."""
@@ -148,8 +174,9 @@ class Engine:
 
     def _drafter(self, request: CompletionRequest) -> Drafter:
         if request.drafter not in self._drafters:
+            why = "" if self.draft or request.drafter not in MODEL_DRAFTERS else NO_DRAFT
             raise RequestError(f"drafter {request.drafter!r} is not available; choose one of "
-                               f"{', '.join(self._drafters)}" + ("" if self.draft else " (no draft model loaded)"))
+                               f"{', '.join(self._drafters)}{why}")
         if request.suffix_tokens is not None and not 0 <= request.suffix_tokens <= self.settings.suffix_tokens:
             raise RequestError(f"suffix_tokens must be 0..{self.settings.suffix_tokens}, not {request.suffix_tokens}")
         if not 1 <= request.max_tokens <= self.settings.max_tokens_limit:
@@ -172,7 +199,7 @@ class Engine:
             self.stop_ids, request.max_tokens, request.single_line,
             request.suffix if request.stop_at_suffix else "", deadline))
         generator = torch.Generator().manual_seed(request.sampler.seed)
-        job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft)
+        job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft, slot.target)
         outcome = "cancelled"
         if finished:
             outcome = self.decode(slot.target, prompt, drafter, stopper, job, stats, fold)

@@ -54,10 +54,20 @@ class KVCache:
         `past_key_values` before; an older model given the new name would silently ignore it."""
         return {_cache_keyword(type(model)): self.past}
 
-    def positions(self) -> int:
-        """Positions the static layers count as written (may exceed `tokens` after padding)."""
-        layer = self.past.layers[0]
+    def positions(self, index: int = 0) -> int:
+        """Positions layer `index` counts as written (may exceed `tokens` after padding; a
+        `layerskip` draft runs some layers ahead of the rest until it puts them back)."""
+        layer = self.past.layers[index]
         return int(layer.cumulative_length) if layer.is_initialized else 0
+
+    @torch.inference_mode()
+    def rewind(self, indices: tuple[int, ...], length: int) -> None:
+        """Put layers `indices` back to `length` positions (what a `layerskip` draft wrote past
+        it is masked, then overwritten by the verify pass)."""
+        for index in indices:
+            layer = self.past.layers[index]
+            if layer.is_initialized and int(layer.cumulative_length) > length:
+                layer.cumulative_length.fill_(length)
 
     def check_room(self, n: int) -> None:
         if len(self.tokens) + n > self.capacity:

@@ -24,10 +24,7 @@ TYPES = ("qwen2", "llama")
 
 def fits(model: torch.nn.Module) -> bool:
     """Llama-shaped: rotary without scaling, SiLU MLP, no sliding window, a static-cache model."""
-    c = model.config
-    rope = (getattr(c, "rope_parameters", None) or {}).get("rope_type", "default")
-    return (c.model_type in TYPES and rope == "default" and c.hidden_act == "silu"
-            and not getattr(c, "use_sliding_window", False) and model.device.type == "cpu")
+    return shaped(model) and model.device.type == "cpu"
 
 
 def attach(model: torch.nn.Module) -> bool:
@@ -38,10 +35,23 @@ def attach(model: torch.nn.Module) -> bool:
     return True
 
 
+def shaped(model: torch.nn.Module) -> bool:
+    """Llama-shaped, on any device: what `Lean` computes (`fits` adds the CPU, where it replaces
+    transformers' forward for every pass)."""
+    c = model.config
+    rope = (getattr(c, "rope_parameters", None) or {}).get("rope_type", "default")
+    return (c.model_type in TYPES and rope == "default" and c.hidden_act == "silu"
+            and not getattr(c, "use_sliding_window", False))
+
+
 class Lean:
-    def __init__(self, model: torch.nn.Module):
+    """The forward of `model`, through the layers numbered `layers` (default: all of them; a
+    subset is the `layerskip` drafter's, decoding/layerskip.py, on the target's own cache)."""
+
+    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] | None = None):
         c = model.config
         self.model = model
+        self.layers = tuple(range(c.num_hidden_layers)) if layers is None else layers
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.scaling = self.head_dim ** -0.5
@@ -56,13 +66,14 @@ class Lean:
         for key, hook in self.model._forward_pre_hooks.items():  # pass counters see this pass too
             hook(self.model, (), {}) if key in self.model._forward_pre_hooks_with_kwargs else hook(self.model, ())
         m = self.model.model
-        start = cache.positions()
+        start = cache.positions(self.layers[0])   # a subset's layers run ahead of the others
         positions = torch.arange(start, start + len(ids))                      # [S]
         x = m.embed_tokens(torch.tensor(ids))                                  # [S, E]
         rotary = self.rotary(positions)
         keys = keys_needed(start + len(ids), cache.capacity)                  # whole blocks: the same bits
         mask = self.mask(positions, keys)
-        for index, layer in enumerate(m.layers):
+        for index in self.layers:
+            layer = m.layers[index]
             x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary, mask,
                                    keys)
             x = x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))

@@ -40,6 +40,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (~10 on the
                                      # built-in pair's float32 caches: the daemon stays within 2.5 GB)
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves
+    layerskip_layers: str = "auto"   # the target's layers the layerskip drafter runs, as ranges ("0-9,14-27");
+                                     # auto: the set `specd bench --layerskip` chose here, else a default
 
     def for_device(self, device_type: str) -> EngineSettings:
         """These settings with the device's defaults filled in (suffix_tokens = -1)."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import msgspec
+import pytest
 
-from specd.daemon.config import Config, Models
+from specd.daemon.config import Completion, Config, Models
 from specd.daemon.runtime import build_engine
+from specd.decoding.request import CompletionRequest, RequestError
 from specd.decoding.settings import EngineSettings
 
 
@@ -45,3 +47,22 @@ def test_a_damaged_record_is_measured_again(tiny_target, tmp_path):
     engine = build_engine(_config(tiny_target, tmp_path), progress=said.append)
     assert not any("kept" in line for line in said)
     assert json.loads(record.read_text())["low_width"] == engine.low_width
+
+
+@pytest.mark.parametrize("drafter,asked,loaded", [
+    ("lookup", (), "none"), ("none", ("lookup",), "none"),
+    ("hybrid", (), "builtin"), ("draft", (), "builtin"), ("lookup", ("hybrid",), "builtin"),
+])
+def test_the_auto_draft_is_loaded_only_where_a_drafter_drafts_with_it(drafter, asked, loaded):
+    assert Config(completion=Completion(drafter=drafter)).draft_to_load(asked) == loaded
+
+
+@pytest.mark.parametrize("draft", ["none", "builtin", "/models/draft"])
+def test_a_draft_named_in_the_config_is_loaded_or_not_as_named(draft):
+    assert Config(models=Models(draft=draft)).draft_to_load(("hybrid",)) == draft
+
+
+def test_without_a_draft_model_a_model_drafter_is_refused_saying_how_to_load_one(tiny_target, tmp_path):
+    engine = build_engine(_config(tiny_target, tmp_path))
+    with pytest.raises(RequestError, match='models.draft = "auto" loads the built-in one'):
+        engine.complete(CompletionRequest(prefix="def f():", drafter="hybrid", document="d"))

@@ -1,4 +1,6 @@
 """Exactness is the contract: every drafter's greedy output equals plain greedy, token for token.
+Every drafter the registry names (decoding/registry.py) is checked, so a new one is proven by
+the suite that exists.
 
 On tiny seeded models in bf16 (where a 1-row and a k-row pass can round differently), several
 seeds and vocabulary sizes, prompts that repeat and prompts that do not, and drafters that are
@@ -14,6 +16,7 @@ import torch
 
 from specd.decoding.drafter import Proposal
 from specd.decoding.engine import Engine
+from specd.decoding.registry import DRAFTERS
 from specd.decoding.request import CompletionRequest
 from tests.conftest import CHEAP, STEEP, hand_curve, tiny_engine
 from tests.tiny import make_draft, make_model
@@ -61,7 +64,9 @@ def engine(request, tiny_dir):
     vocab, seed = request.param
     target = make_model(tiny_dir / f"exact-t{vocab}-{seed}", vocab_size=vocab, seed=seed)
     draft = make_draft(target, tiny_dir / f"exact-d{vocab}-{seed}", seed=seed + 100)
-    return tiny_engine(target, draft, pace_drafts=False)  # the draft always proposes here
+    engine = tiny_engine(target, draft, pace_drafts=False)  # the draft always proposes here
+    assert set(engine.drafters) == set(DRAFTERS), "the engine makes every drafter the registry names"
+    return engine
 
 
 @pytest.mark.parametrize("prompt", [REPEATING, scrambled(0), scrambled(1)], ids=["repeating", "scrambled0", "scrambled1"])
@@ -70,7 +75,7 @@ def test_every_drafter_gives_plain_greedy_tokens(engine, prompt):
     plain = engine.complete(request(prefix, suffix, "none", "plain"))
     assert plain.outcome == "done" and len(plain.tokens) > 0
     accepted = proposed = 0
-    for drafter in ("lookup", "draft", "hybrid"):
+    for drafter in DRAFTERS:
         result = engine.complete(request(prefix, suffix, drafter, f"doc-{drafter}"))
         assert result.tokens == plain.tokens, f"{drafter} diverged from plain greedy"
         assert result.text == plain.text
@@ -88,7 +93,7 @@ def test_every_drafter_gives_plain_greedy_tokens_whatever_the_curve(engine, shap
     prefix, suffix = prompt
     plain = engine.complete(request(prefix, suffix, "none", "plain"))
     proposed = set()
-    for drafter in ("none", "lookup", "draft", "hybrid"):
+    for drafter in DRAFTERS:
         result = curved.complete(request(prefix, suffix, drafter, f"curved-{drafter}"))
         assert result.tokens == plain.tokens, f"{drafter} diverged from plain greedy"
         proposed |= {s.proposed for s in result.stats.steps}

@@ -11,6 +11,7 @@ import torch
 
 from specd.daemon.config import Config
 from specd.daemon.runtime import build_engine
+from specd.decoding.registry import DRAFTERS
 from specd.decoding.request import CompletionRequest
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def engine():
-    return build_engine(Config())
+    return build_engine(Config(), drafters=DRAFTERS)  # the default, lookup, loads no draft
 
 
 def test_both_models_load_from_the_converted_cache(engine):
@@ -47,7 +48,7 @@ def test_every_drafter_gives_plain_greedy_on_real_cases(engine):
     for i, case in enumerate(cases):
         plain = engine.complete(CompletionRequest(prefix=case["prefix"], suffix=case["suffix"], drafter="none",
                                                   max_tokens=24, document=f"real{i}", stop_at_suffix=False))
-        for drafter in ("lookup", "draft", "hybrid"):
+        for drafter in DRAFTERS:
             result = engine.complete(CompletionRequest(prefix=case["prefix"], suffix=case["suffix"], drafter=drafter,
                                                        max_tokens=24, document=f"real{i}", stop_at_suffix=False))
             assert result.tokens == plain.tokens, f"case {i}: {drafter} diverged"
