@@ -1,5 +1,6 @@
 # `make run`: set up, fetch the built-in models, start the daemon, show a real completion through it.
-# `make test`: the suite.
+# `make test`: the suite. `make test-fast`: the tests on tiny models only (no real pair, no editors).
+# `make lint`: ruff (pyproject.toml's [tool.ruff]); CI runs it before the tests.
 PYTHON ?= python3
 # torch: the CUDA build where nvidia-smi finds a GPU, else the CPU pin (models/gpu.py decides and
 # says why); `make setup TORCH_CUDA=cpu` or `TORCH_CUDA=cu128` overrides it.
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.specd-installed
 
 PLAN   := $(VENV)/.torch-plan
 
-.PHONY: run test setup models clean FORCE
+.PHONY: run test test-fast lint setup models clean FORCE
 
 # pip's arguments for torch, rewritten only when they change (a GPU appears, TORCH_CUDA is given):
 # then the stamp is stale and setup installs the other build into the same .venv
@@ -39,6 +40,12 @@ run: models
 
 test: models
 	$(BIN)/python -m pytest -q -rs
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -rs -m "not real"
+
+lint: setup
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) *.egg-info

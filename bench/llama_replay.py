@@ -69,7 +69,8 @@ def parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.add_argument("--gguf", type=Path, default=os.environ.get("LLAMA_GGUF"),
                    help="the target's GGUF (default $LLAMA_GGUF): the built-in pair's is what specd converts")
-    p.add_argument("--n-predict", type=int, default=48, help="tokens at most (default 48, specd's completion.max_tokens)")
+    p.add_argument("--n-predict", type=int, default=48,
+                   help="tokens at most (default 48, specd's completion.max_tokens)")
     p.add_argument("--threads", type=int, default=2, help="llama-server --threads (default 2)")
     p.add_argument("--ctx-size", type=int, default=8192, help="llama-server --ctx-size (default 8192)")
     return p

@@ -47,7 +47,8 @@ def cursors(lines: list[str], min_line: int) -> list[int]:
     picks, strings = [], in_strings("".join(lines))
     for i in range(min_line, len(lines) - 12):
         text = lines[i].strip()
-        if (lines[i].startswith("        ") and i not in strings and text and not text.startswith(("#", "@", '"', "'", ")", "]", "}"))
+        if (lines[i].startswith("        ") and i not in strings and text
+                and not text.startswith(("#", "@", '"', "'", ")", "]", "}"))
                 and lines[i - 1].strip() and not lines[i - 1].rstrip().endswith(("\\", ","))):
             picks.append(i)
     return picks

@@ -24,7 +24,8 @@ ANCHOR_NAMES = "hf-greedy, hf-assisted, hf-lookup"
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("bench", help="benchmark the drafters (and anchors) on FIM cases")
-    p.add_argument("--cases", type=Path, help="JSON lines: prefix, suffix[, path, language, middle] (not with --profile)")
+    p.add_argument("--cases", type=Path,
+                   help="JSON lines: prefix, suffix[, path, language, middle] (not with --profile)")
     p.add_argument("--target", help="target model spec (default: the config's)")
     p.add_argument("--draft", help="draft model spec, or none (default: the config's)")
     p.add_argument("--max-tokens", type=int, default=48)
@@ -102,12 +103,13 @@ def cmd_profile(args) -> int:
 def layerskip_table(result: dict) -> str:
     plain = result["none"]
     rows = [f"plain decoding: {plain['tokens_per_s']} tok/s; the target has {result['layers']} layers",
-            f"{'layer set':40} {'kept':>4} {'acceptance':>10} {'tok/pass':>8} {'tok/s':>7} {'x none':>6} identical  layers"]
+            f"{'layer set':40} {'kept':>4} {'acceptance':>10} {'tok/pass':>8} {'tok/s':>7} {'x none':>6} "
+            "identical  layers"]
     for name, s in result["layerskip"].items():
         mark = " (kept)" if name == result["chosen"] else ""
         rows.append(f"{name + mark:40} {s['kept']:>4} {s['acceptance'] or 0:>10.3f} {s['tokens_per_pass']:>8.2f} "
-                    f"{s['tokens_per_s'] or 0:>7.2f} {s['speedup_vs_none'] or 0:>6.2f} {s['identical_to_none']:>3}/{s['cases']:<5} "
-                    f"{s['layers']}")
+                    f"{s['tokens_per_s'] or 0:>7.2f} {s['speedup_vs_none'] or 0:>6.2f} "
+                    f"{s['identical_to_none']:>3}/{s['cases']:<5} {s['layers']}")
     return "\n".join(rows)
 
 
@@ -130,14 +132,16 @@ def weights_table(result: dict) -> str:
             f"{'1st line right':>14} {'prefill s':>9}")
     rows = [head, "-" * len(head)]
     for kind, m in result["weights"].items():
-        rows.append(f"{kind:8} {m['ms_per_pass'] or 0:8.1f} {m['tokens_per_s'] or 0:7.2f} {m['speedup_vs_none'] or 0:7.2f} "
+        rows.append(f"{kind:8} {m['ms_per_pass'] or 0:8.1f} {m['tokens_per_s'] or 0:7.2f} "
+                    f"{m['speedup_vs_none'] or 0:7.2f} "
                     f"{m['identical_to_none']}/{m['cases']:<7} {m['first_line_same']}/{m['cases']:<11} "
                     f"{m['first_line_right']}/{m['cases']:<12} {m['prefill_s']:9.1f}")
     return "\n".join(rows)
 
 
 def bench_table(result: dict) -> str:
-    head = f"{'mode':12} {'tok/s':>7} {'x none':>7} {'accept':>7} {'identical':>9} {'prefill s':>9} {'decode s':>8} {'passes':>6}"
+    head = (f"{'mode':12} {'tok/s':>7} {'x none':>7} {'accept':>7} {'identical':>9} {'prefill s':>9} "
+            f"{'decode s':>8} {'passes':>6}")
     rows = [head, "-" * len(head)]
     for mode, m in result["modes"].items():
         acceptance = f"{m['acceptance']:.2f}" if m["acceptance"] is not None else "-"
@@ -166,16 +170,19 @@ def daemon_report(r: dict) -> str:
              f"{e['cold_prefilled_tokens']} prefilled)",
              f"one-character edit  {ms(e['edit_ms']):>9}  ({e['edit_reused_tokens']} reused, "
              f"{e['edit_prefilled_tokens']} prefilled; {e['speedup']:.1f}x the cold request's speed)",
-             f"deleted back        {ms(e['deleted_back_ms']):>9}  ({'from the suggestion cache' if e['deleted_back_from_cache'] else 'computed'}"
+             f"deleted back        {ms(e['deleted_back_ms']):>9}  "
+             f"({'from the suggestion cache' if e['deleted_back_from_cache'] else 'computed'}"
              f"{', the first answer' if e['deleted_back_same'] else ', NOT the first answer'})",
              f"Tab, no prefetch    {ms(a['no_prefetch_ms']):>9}",
-             f"Tab, prefetched     {ms(a['prefetched_ms']):>9}  ({'from the suggestion cache' if a['prefetched_from_cache'] else 'computed'})",
+             f"Tab, prefetched     {ms(a['prefetched_ms']):>9}  "
+             f"({'from the suggestion cache' if a['prefetched_from_cache'] else 'computed'})",
              f"Tab at once         {ms(a['tab_at_once_ms']):>9}  (waits for the prefetch in flight; "
              f"{'the same' if a['same_text'] else 'NOT the same'} next suggestion in all three)"]
     for phase in ("prefill", "decoding"):
         p = c[phase]
         lines.append(f"cancel in {phase:9} p50 {ms(p['p50_ms'])}, max {ms(p['max_ms'])} over {p['cancelled']} cancels"
-                     + (f" ({p['finished_before_the_cancel']} finished first)" if p["finished_before_the_cancel"] else ""))
+                     + (f" ({p['finished_before_the_cancel']} finished first)"
+                        if p["finished_before_the_cancel"] else ""))
     n, w = b["newest_wins"], b["all_served"]
     lines.append(f"\nburst of {s['burst']} keystrokes, {s['interval_ms']:.0f} ms apart   newest-wins   all served")
     for key, label in (("answered", "answered (done)"), ("cancelled", "cancelled")):

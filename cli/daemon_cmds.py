@@ -19,7 +19,8 @@ def add_parsers(sub) -> None:
     start.add_argument("--foreground", action="store_true", help="run the daemon in this process")
     start.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)  # where `specd start` reads the notes
     start.set_defaults(run=cmd_start)
-    sub.add_parser("stop", help="stop the daemon: cancel what is in flight, remove its socket").set_defaults(run=cmd_stop)
+    sub.add_parser("stop", help="stop the daemon: cancel what is in flight, remove its socket"
+                   ).set_defaults(run=cmd_stop)
     sub.add_parser("status", help="pid, uptime, models, memory, requests, reuse, acceptance, latency"
                    ).set_defaults(run=cmd_status)
 

@@ -55,7 +55,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_lsp(args) -> int:
-    from specd.lsp.server import serve   # pygls: only this command loads it
+    from specd.lsp.server import serve  # pygls: only this command loads it
 
     config = load_config(args.config)
     tcp = None

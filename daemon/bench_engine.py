@@ -3,9 +3,9 @@ them); here the cases are read, the modes checked before any model loads, and th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import msgspec
 

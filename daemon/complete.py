@@ -27,7 +27,7 @@ async def through_daemon(config: Config, message: protocol.Complete) -> dict:
 
 
 def in_process(config: Config, message: protocol.Complete) -> dict:
-    from specd.daemon.jobs import engine_request   # torch: only this path loads the models
+    from specd.daemon.jobs import engine_request  # torch: only this path loads the models
     from specd.daemon.runtime import build_engine
 
     request = engine_request(message, config.completion)

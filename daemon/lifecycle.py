@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import msgspec
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from specd.daemon.config import Config, ConfigError
 from specd.decoding.engine import Engine
 from specd.decoding.graphs import warm_engine
 from specd.decoding.layerskip import parse as parse_layers
 from specd.decoding.loaded import LoadedModel
+from specd.decoding.widths import Probe
 from specd.models.curves import load_or_measure
 from specd.models.devices import check_quantize, pick_device, pick_quantize
-from specd.decoding.widths import Probe
 from specd.models.load import load, quantize_int8
 from specd.models.measured import keep, model_stamp, recall
 from specd.models.specs import parse_spec
@@ -47,7 +47,8 @@ def load_models(config: Config, pull: bool = False, progress: Callable[[str], No
             draft = quantize_int8(draft)
     progress(f"models loaded in {time.perf_counter() - started:.1f} s: target {target.spec}, draft "
              f"{draft.spec if draft else 'none'}, on {target.device} ({target.device_reason}) in "
-             f"{str(target.dtype).removeprefix('torch.')}" + ("" if target.weights == "none" else f", {target.weights} weights"))
+             f"{str(target.dtype).removeprefix('torch.')}"
+             + ("" if target.weights == "none" else f", {target.weights} weights"))
     return target, draft
 
 

@@ -20,10 +20,11 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Literal
+from typing import Literal
 
 from specd.daemon import protocol
 from specd.daemon.answers import Answers, answer_key
@@ -153,7 +154,8 @@ class Scheduler:
     def active(self) -> list[protocol.Active]:
         out = []
         if (job := self.running) is not None:
-            out.append(protocol.Active(job.message.id, job.document, "running", self.passes.count - job.passes_at_start))
+            out.append(protocol.Active(job.message.id, job.document, "running",
+                                       self.passes.count - job.passes_at_start))
         out += [protocol.Active(job.message.id, job.document, "queued") for job in (*self.queue, *self.spare)]
         return out
 

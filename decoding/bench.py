@@ -233,8 +233,10 @@ def layerskip_search(engine: Engine, cases: list[Case], max_tokens: int, progres
             runs[name].append(run)
             progress(f"{name:40} case {i + 1}/{len(cases)}: accepted {run.accepted} of {run.proposed}, "
                      f"decode {run.decode_s:.2f} s")
-    sets = {name: {**summarize(r, plain), "layers": layerskip.spell(engines[name].layers), "kept": len(engines[name].layers),
-                   "tokens_per_pass": round(sum(len(x.tokens) for x in r) / max(1, sum(x.target_forwards for x in r)), 2)}
+    sets = {name: {**summarize(r, plain), "layers": layerskip.spell(engines[name].layers),
+                   "kept": len(engines[name].layers),
+                   "tokens_per_pass": round(sum(len(x.tokens) for x in r)
+                                            / max(1, sum(x.target_forwards for x in r)), 2)}
             for name, r in runs.items()}
     exact = [name for name, s in sets.items() if s["identical_to_none"] == len(cases)]
     chosen = max(exact, key=lambda name: sets[name]["tokens_per_s"] or 0.0) if exact else None

@@ -29,7 +29,8 @@ class BlockLinear(torch.nn.Module):
         return qkernel.checked_matmul(self.kind, self.blocks, x, self.bias)
 
     def extra_repr(self) -> str:
-        return f"{qkernel.NAMES[self.kind]}, in={self.in_features}, out={self.out_features}, bias={self.bias is not None}"
+        return (f"{qkernel.NAMES[self.kind]}, in={self.in_features}, out={self.out_features}, "
+                f"bias={self.bias is not None}")
 
 
 class BlockEmbedding(torch.nn.Module):

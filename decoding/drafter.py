@@ -14,8 +14,9 @@ tokens to verify, and `Pacing` weighs it to judge whether drafting with the mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 

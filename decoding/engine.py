@@ -12,22 +12,22 @@ Callers (the daemon, bench/, tests) use the methods below `complete` and the att
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 import torch
 
+from specd.decoding import layerskip
 from specd.decoding.cachepool import CachePool, Slot
 from specd.decoding.curve import CostCurve
 from specd.decoding.draft_model import ModelDrafter
-from specd.decoding.drafter import Acceptance, DraftJob, Drafter, HybridDrafter, NoDrafter, Pacing, Proposal
-from specd.decoding import layerskip
+from specd.decoding.drafter import Acceptance, Drafter, DraftJob, HybridDrafter, NoDrafter, Pacing, Proposal
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.layerskip import LayerSkipDrafter
 from specd.decoding.lean import shaped
-from specd.decoding.lookup import LookupDrafter
 from specd.decoding.loaded import LoadedModel, check_pair
+from specd.decoding.lookup import LookupDrafter
 from specd.decoding.measure import measure_curve
 from specd.decoding.policy import DraftStop, PassCosts, Stop, widest_useful
 from specd.decoding.prompt import Prompt, PromptBuilder, detect_template
@@ -38,7 +38,6 @@ from specd.decoding.stats import Stats, Step
 from specd.decoding.stops import Stopper, StopRules
 from specd.decoding.verify import accept_greedy, accept_sampled
 from specd.decoding.widths import Probe, measure_probe
-
 
 NO_DRAFT = (" (no draft model loaded: models.draft = \"auto\" loads the built-in one where completion.drafter "
             "drafts with it; or name one in models.draft)")
@@ -228,7 +227,8 @@ class Engine:
             if job.cancelled():
                 return "cancelled"
             rows = context[len(context) - 1 - fold:] + proposal.tokens
-            logits = step(self.target.model, cache, rows, max(len(rows), self.low_width), self.pad_id, fold)  # [k + 1, V]
+            logits = step(self.target.model, cache, rows, max(len(rows), self.low_width),
+                          self.pad_id, fold)  # [k + 1, V]
             fold = 0
             accepted, token = self.accept(logits, proposal, job)
             cache.truncate(len(context) + accepted)      # the pending token and the accepted
@@ -237,9 +237,9 @@ class Engine:
             stats.record(Step(proposal.drafter, len(proposal.tokens), accepted,
                               (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match,
                               proposal.prefill_s * 1e3))
-            for token in proposal.tokens[:accepted] + [token]:
-                context.append(token)
-                if stopper.push(token):
+            for new in proposal.tokens[:accepted] + [token]:
+                context.append(new)
+                if stopper.push(new):
                     break
         return "done"
 

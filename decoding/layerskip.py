@@ -40,7 +40,8 @@ class LayerSkipDrafter:
 class LayerSkipProposer(ModelProposer):
     """The draft model's proposing (its stop rule, its pacing), on the target's own cache."""
 
-    def __init__(self, drafter: LayerSkipDrafter, job: DraftJob):  # noqa: super: no window, no cache of its own
+    # not ModelProposer.__init__: no window and no cache of its own
+    def __init__(self, drafter: LayerSkipDrafter, job: DraftJob):
         assert job.target_cache is not None, "layerskip drafts on the target's cache"
         self.drafter, self.job, self.cache, self.lean = drafter, job, job.target_cache, drafter.lean
         self.forwards, self.prefill_s = 0, 0.0

@@ -44,7 +44,8 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     device_reason: str = ""   # why this device, in words ("auto: NVIDIA H200 (torch 2.13.0+cu128)")
-    weights: str = "none"     # quantized linear weights: none, int8 or int4 (models/quantize.py), dynamic-int8 (a draft)
+    weights: str = "none"     # quantized linear weights: none, int8 or int4 (models/quantize.py),
+                              # dynamic-int8 (a draft)
 
 
 def check_pair(target: LoadedModel, draft: LoadedModel) -> None:

@@ -15,8 +15,9 @@ narrow one (AVX-512, a GPU), it fills the pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from specd.decoding.curve import CostCurve
 

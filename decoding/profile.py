@@ -75,7 +75,7 @@ def profile_model(model: torch.nn.Module, vocab: int, pad_id: int, capacity: int
     out = {"weight_mb": weight_bytes(model) / 2**20, "floor_ms": floor_ms, "widths": {}}
     for width in widths:
         rows = ids[CACHED:CACHED + width]
-        run = lambda: _pass(model, cache, rows, pad_id)  # noqa: E731
+        run = lambda rows=rows: _pass(model, cache, rows, pad_id)  # noqa: E731
         plain = _median(run, repeats)
         parts = _parts(model, run)
         parts["python"] = max(0.0, plain - sum(parts.values()))

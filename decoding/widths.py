@@ -46,7 +46,8 @@ def measure_probe(model: torch.nn.Module, settings: EngineSettings, width: int, 
     low = width
     if settings.narrow_passes and width > 1:
         low = smallest_equivalent_width(model, settings.capacity, width, pad_id, vocab)
-    folds = settings.fold_prompt and folds_exactly(model, settings.capacity, width, settings.prefill_chunk, pad_id, vocab)
+    folds = settings.fold_prompt and folds_exactly(model, settings.capacity, width, settings.prefill_chunk,
+                                                   pad_id, vocab)
     return Probe(width, low, folds)
 
 

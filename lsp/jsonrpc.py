@@ -37,7 +37,8 @@ class Unreadable:
 class AnsweringProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict):
         method = data.get("method")
-        if "jsonrpc" in data and "id" in data and isinstance(method, str) and _is_notification(self.get_message_type(method)):
+        if ("jsonrpc" in data and "id" in data and isinstance(method, str)
+                and _is_notification(self.get_message_type(method))):
             return Unreadable(data["id"], method, "is a notification: send it without an id", JsonRpcInvalidRequest)
         try:
             return super().structure_message(data)

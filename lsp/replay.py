@@ -68,7 +68,8 @@ async def _type_passage(client, job: Replay, passage: Passage) -> Outcome:
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
         uri=uri, language_id=passage.language, version=1, text=passage.before + passage.after)))
     line, character = end_position(passage.before)
-    client.protocol.notify(DID_FOCUS, {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
+    client.protocol.notify(DID_FOCUS, {"textDocument": {"uri": uri},
+                                       "position": {"line": line, "character": character}})
     await asyncio.sleep(job.read_ms / 1e3)
     warm_ms = await _warm_up(client, uri, passage, job) if job.pause_ms > 0 else None
     outcome = Outcome(uri, started=time.time(), typed_chars=len(passage.typed), warm_ms=warm_ms)

@@ -133,7 +133,8 @@ class SpecdServer(LanguageServer):
         if not suggestion.replaces_rest:
             return types.Range(start, start)
         codec = self.workspace.get_text_document(uri).position_codec
-        return types.Range(start, types.Position(cursor.line, cursor.character + codec.client_num_units(cursor.line_rest)))
+        return types.Range(start, types.Position(cursor.line,
+                                                 cursor.character + codec.client_num_units(cursor.line_rest)))
 
 
 server = SpecdServer()

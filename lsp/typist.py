@@ -107,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--files", type=int, metavar="N",
                         help="type at N places across FILE (a folder or one file), chosen by --seed, languages in turn")
     parser.add_argument("--seed", type=int, default=0, help="which places --files picks (default 0)")
-    parser.add_argument("--chars", type=int, default=40, help="how many of the real next characters to type (default 40)")
+    parser.add_argument("--chars", type=int, default=40,
+                        help="how many of the real next characters to type (default 40)")
     parser.add_argument("--cps", type=float, default=10.0, help="keys per second (default 10)")
     parser.add_argument("--pause-ms", type=float, default=0.0,
                         help="pause this long after each word, as people do (default 0: no pauses)")

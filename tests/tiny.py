@@ -17,7 +17,10 @@ FIM_TOKENS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix
 
 def corpus() -> list[str]:
     """Training text for the tokenizer: a few standard-library modules."""
-    import argparse, json as json_module, textwrap, string  # noqa: E401
+    import argparse  # noqa: E401
+    import json as json_module
+    import string
+    import textwrap
 
     return [inspect.getsource(m) for m in (argparse, json_module.decoder, textwrap, string)]
 

@@ -24,4 +24,5 @@ def test_bench_daemon_reports_edit_cancel_and_burst(daemon, tmp_path):
     newest, every = r["burst"]["newest_wins"], r["burst"]["all_served"]
     assert every == {**every, "sent": 6, "answered": 6, "cancelled": 0}
     assert newest["answered"] + newest["cancelled"] == 6 and newest["answered"] >= 1
-    assert "newest-wins" in result.stdout and "one-character edit" in result.stdout and "cancel in decoding" in result.stdout
+    assert ("newest-wins" in result.stdout and "one-character edit" in result.stdout
+            and "cancel in decoding" in result.stdout)

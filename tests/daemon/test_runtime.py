@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import msgspec
 import pytest
 
 from specd.daemon.config import Completion, Config, Models

@@ -69,7 +69,8 @@ def engine(request, tiny_dir):
     return engine
 
 
-@pytest.mark.parametrize("prompt", [REPEATING, scrambled(0), scrambled(1)], ids=["repeating", "scrambled0", "scrambled1"])
+@pytest.mark.parametrize("prompt", [REPEATING, scrambled(0), scrambled(1)],
+                         ids=["repeating", "scrambled0", "scrambled1"])
 def test_every_drafter_gives_plain_greedy_tokens(engine, prompt):
     prefix, suffix = prompt
     plain = engine.complete(request(prefix, suffix, "none", "plain"))
@@ -136,8 +137,8 @@ def test_plain_greedy_is_hugging_face_greedy(tiny_dir):
     plain = engine.complete(request(prefix, suffix, "none", "fp32", max_tokens=30))
     ids = engine.build_prompt(prefix, suffix).ids
     with torch.inference_mode():
-        out = engine.target.model.generate(torch.tensor([ids], device=engine.target.device), max_new_tokens=30, do_sample=False,
-                                           eos_token_id=sorted(engine.stop_ids),
+        out = engine.target.model.generate(torch.tensor([ids], device=engine.target.device), max_new_tokens=30,
+                                           do_sample=False, eos_token_id=sorted(engine.stop_ids),
                                            pad_token_id=engine.pad_id)
     reference = out[0, len(ids):].tolist()
     stop = next((i for i, t in enumerate(reference) if t in engine.stop_ids), len(reference))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from specd.decoding.request import CompletionRequest
 from specd.decoding import qkernel
 from specd.decoding.blocks import BlockLinear
 from specd.decoding.qlinear import Int4Linear
+from specd.decoding.request import CompletionRequest
 from tests.conftest import tiny_engine
 
 TEXT = "def total(items):\n    result = 0\n    for item in items:\n        result += item\n    return "
@@ -80,4 +80,5 @@ def test_a_cancelled_decodes_tokens_draft_the_next_request(int4):
     assert partial.outcome == "cancelled" and 0 < len(partial.tokens) < len(whole.tokens)
     again = _complete(int4, TEXT, "e", drafter="lookup")
     assert again.tokens == whole.tokens
-    assert sum(again.stats.accepted.values()) >= len(partial.tokens) - 1, "the cancelled tokens were proposed and accepted"
+    assert sum(again.stats.accepted.values()) >= len(partial.tokens) - 1, \
+        "the cancelled tokens were proposed and accepted"

@@ -65,7 +65,7 @@ class RawLsp:
         self.process, self.next_id = process, 0
 
     @classmethod
-    async def start(cls, env: dict) -> "RawLsp":
+    async def start(cls, env: dict) -> RawLsp:
         process = await asyncio.create_subprocess_exec(
             *specd_command(), env={**os.environ, **env}, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)

@@ -95,7 +95,8 @@ URIS = ["file:///fuzz/a.py", "file:///fuzz/b.js", "file:///fuzz/with%20space.py"
         "untitled:Untitled-1", "file:///fuzz/never-opened.py", "", "not a uri"]
 uris = st.sampled_from(URIS) | st.text(max_size=10)
 texts = st.text(max_size=120) | st.sampled_from(["", "def f(x):\n    ", "\r\n\r\n", "\t" * 30, "😀é\u200b", "\x00"])
-positions = st.fixed_dictionaries({"line": st.integers(-2, 12) | st.integers(0, 2**31), "character": st.integers(-2, 60)})
+positions = st.fixed_dictionaries({"line": st.integers(-2, 12) | st.integers(0, 2**31),
+                                   "character": st.integers(-2, 60)})
 ranges = st.fixed_dictionaries({"start": positions, "end": positions})
 changes = st.lists(st.fixed_dictionaries({"text": texts}, optional={"range": ranges}), max_size=3)
 document = st.fixed_dictionaries({"uri": uris})
@@ -104,7 +105,8 @@ PARAMS = {
         "uri": uris, "languageId": st.sampled_from(["python", "javascript", ""]), "version": st.integers(-1, 9),
         "text": texts})}),
     "textDocument/didChange": st.fixed_dictionaries({
-        "textDocument": st.fixed_dictionaries({"uri": uris, "version": st.integers(0, 99)}), "contentChanges": changes}),
+        "textDocument": st.fixed_dictionaries({"uri": uris, "version": st.integers(0, 99)}),
+        "contentChanges": changes}),
     "textDocument/didClose": st.fixed_dictionaries({"textDocument": document}),
     "textDocument/inlineCompletion": st.fixed_dictionaries({
         "textDocument": document, "position": positions,
@@ -224,7 +226,8 @@ def test_thousands_of_fuzzed_lsp_messages_are_each_answered_and_the_server_lives
 
     uri = "file:///fuzz/after.py"
     server.write(json.dumps({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": "def f(x):\n    return x\n\n\ndef g(y):\n    "}}}).encode())
+        "uri": uri, "languageId": "python", "version": 1,
+        "text": "def f(x):\n    return x\n\n\ndef g(y):\n    "}}}).encode())
     reply = server.request("textDocument/inlineCompletion", {
         "textDocument": {"uri": uri}, "position": {"line": 5, "character": 4}, "context": {"triggerKind": 1}})
     assert "result" in reply and reply["result"]["items"], reply

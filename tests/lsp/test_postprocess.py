@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from lsprotocol import types
+
 from specd.daemon.cursor import PositionError
 from specd.lsp.context import LspTextDocument, clip, cursor_at
 from specd.lsp.postprocess import clean

@@ -34,7 +34,8 @@ def open_document(client, uri: str, text: str) -> None:
 
 
 def focus(client, uri: str, line: int, character: int) -> None:
-    client.protocol.notify(DID_FOCUS, {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}})
+    client.protocol.notify(DID_FOCUS, {"textDocument": {"uri": uri},
+                                       "position": {"line": line, "character": character}})
 
 
 async def read_ahead_done(specd_env, uri: str, count: int = 1) -> None:

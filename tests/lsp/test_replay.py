@@ -13,7 +13,8 @@ from specd.daemon.tracing import read_trace
 from specd.lsp.replay import Replay, replay, specd_command
 from specd.lsp.typist import Passage, sample, schedule
 
-SOURCE = "def area(width, height):\n    return width * height\n\n\ndef perimeter(width, height):\n    return 2 * (width + height)\n"
+SOURCE = ("def area(width, height):\n    return width * height\n\n\n"
+          "def perimeter(width, height):\n    return 2 * (width + height)\n")
 
 
 def test_the_typed_characters_are_cut_out_between_before_and_after(tmp_path):
@@ -80,7 +81,8 @@ def test_a_replay_with_pauses_across_a_folder_reports_each_pause(specd_env, tmp_
 def test_replay_refuses_a_command_line_it_cannot_serve(specd_env, tmp_path):
     file = tmp_path / "shapes.py"
     file.write_text(SOURCE)
-    for args, said in [((str(file),), "--at LINE:COL"), ((str(file), "--at", "6:5", "--files", "2"), "one or the other"),
+    for args, said in [((str(file),), "--at LINE:COL"),
+                       ((str(file), "--at", "6:5", "--files", "2"), "one or the other"),
                        ((str(tmp_path / "nothing"), "--files", "2"), "does not exist"),
                        ((str(file), "--files", "900"), "places to type"),
                        ((str(file), "--at", "6:5", "--pause-ms", "-1"), "not negative")]:

@@ -9,7 +9,8 @@ from specd.lsp.replay_report import Outcome, Sent, report
 from specd.lsp.typist import PassageError, pauses_after, sample, schedule
 
 PY = "import os\n\n\ndef walk(top):\n    for name in os.listdir(top):\n        yield os.path.join(top, name)\n"
-C = "#include <stdio.h>\n\nint main(void)\n{\n    /* say hello\n       to everyone */\n    printf(\"hello\\n\");\n    return 0;\n}\n"
+C = ("#include <stdio.h>\n\nint main(void)\n{\n    /* say hello\n       to everyone */\n"
+     "    printf(\"hello\\n\");\n    return 0;\n}\n")
 
 
 def test_the_typist_pauses_once_a_word_is_done():

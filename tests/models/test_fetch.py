@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specd.models.integrity import is_converted
 from specd.models.fetch import ChunkError, assemble, part_sources
+from specd.models.integrity import is_converted
 from specd.models.load import load
 from specd.models.manifest import BuiltinModel, Part
 from specd.models.resolve import pull_builtin

@@ -14,8 +14,7 @@ import torch
 
 from specd.decoding.loaded import ModelError
 from specd.models.devices import check_quantize
-from specd.models.gpu import (GpuProbe, TorchCuda, choose_device, parse_cuda_version, parse_names, probe_gpu,
-                              torch_plan)
+from specd.models.gpu import GpuProbe, TorchCuda, choose_device, parse_cuda_version, parse_names, probe_gpu, torch_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SMI = """+-----------------------------------------------------------------------------------------+

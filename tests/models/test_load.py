@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from specd.decoding.loaded import ModelError, check_pair
-from specd.models.integrity import is_converted
 from specd.models.info import info
+from specd.models.integrity import is_converted
 from specd.models.load import load
 from specd.models.resolve import resolve
 from specd.models.specs import gguf_folder, parse_spec

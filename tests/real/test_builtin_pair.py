@@ -11,10 +11,10 @@ import torch
 
 from specd.daemon.config import Config
 from specd.daemon.runtime import build_engine
-from specd.decoding.registry import DRAFTERS
-from specd.decoding.request import CompletionRequest
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
+from specd.decoding.registry import DRAFTERS
+from specd.decoding.request import CompletionRequest
 from specd.models.integrity import is_converted
 
 pytestmark = pytest.mark.real
