@@ -217,7 +217,7 @@ class Server:
         return protocol.Status(
             id=request_id, pid=os.getpid(), version=protocol.package_version(),
             uptime_s=time.monotonic() - self.started,
-            target=str(e.target.spec), draft=str(e.draft.spec) if e.draft else "none",
+            target=str(e.target.spec), draft=str(e.draft.spec) if e.draft else self._no_draft(),
             device=str(e.target.device), dtype=str(e.target.dtype).removeprefix("torch."),
             socket=str(self.paths.socket), tcp_port=self.config.daemon.tcp_port, rss_mb=rss_mb(),
             cache_mb=e.cache_bytes() / 2**20, cache_documents=e.cached_documents(),
@@ -226,6 +226,13 @@ class Server:
             forward_passes=self.scheduler.passes.count, active=self.scheduler.active(),
             from_cache=m.from_cache, prefetched=m.prefetched,
             device_reason=e.target.device_reason, curve=e.curve)
+
+
+    def _no_draft(self) -> str:
+        """Why no draft model is resident: none asked for, or the default drafter needs none."""
+        if self.config.models.draft != "auto":
+            return "none"
+        return f"none (models.draft auto: completion.drafter {self.config.completion.drafter} needs none)"
 
 
 def rss_mb() -> float:

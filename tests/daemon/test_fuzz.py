@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specd.daemon import protocol
+from specd.decoding.registry import DRAFTERS
 from tests.homes import make_home
 
 BARRIER = 2**53   # the id of the status request that ends a batch; the strategies never draw it
@@ -64,7 +65,8 @@ FIELDS = {
     "complete": {"document": texts, "text": texts, "cursor": st.integers(-3, 90), "prefix": texts, "suffix": texts,
                  "language": texts, "max_tokens": st.integers(-1, 6), "single_line": st.booleans(),
                  "temperature": st.floats(-1, 6), "top_p": st.floats(-0.5, 1.5), "seed": st.integers(-1, 2**64 - 1),
-                 "deadline_ms": st.integers(-1, 50), "drafter": st.sampled_from(["none", "lookup", "draft", "hybrid", "x"]),
+                 "deadline_ms": st.integers(-1, 50),
+                 "drafter": st.sampled_from([*DRAFTERS, "x"]),
                  "extras": st.lists(st.fixed_dictionaries({"path": texts, "text": texts}), max_size=2),
                  "hints": st.lists(texts, max_size=2), "supersede": st.booleans(), "reuse": st.booleans(),
                  "suffix_tokens": st.integers(-1, 40)},

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from specd.daemon.client import Client, NotRunning
+from specd.daemon.client import Client, DaemonError, NotRunning
 from specd.daemon.lifecycle import launch_daemon
 from specd.daemon.paths import SetupError, private_dir
 from specd.daemon.process import lock_holder
 from tests.daemon.conftest import long_request, until_running
+from tests.homes import make_home
 
 
 async def test_start_status_second_start_and_stop(fresh_home):
@@ -173,3 +174,23 @@ async def test_stop_ends_a_daemon_that_is_still_starting(fresh_home):
     started = await starter
     assert started.returncode != 0, "the start it interrupted says so"
     assert daemon_processes(home) == [], "nothing is left running"
+
+
+async def test_the_default_drafter_loads_no_draft_model_and_says_so(tmp_path, tiny_target, monkeypatch):
+    home = make_home(tmp_path, tiny_target, "auto")   # models.draft = "auto"; completion.drafter: lookup
+    for key, value in home.env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        started = home.specd("start")
+        assert started.returncode == 0, started.stderr
+        assert "loading draft" not in started.stderr
+        client = await Client.connect(home.config())
+        try:
+            status = await client.status()
+            with pytest.raises(DaemonError, match='bad_request: .*models.draft = "auto" loads the built-in one'):
+                await client.complete(long_request("file:///d.py", drafter="hybrid", max_tokens=4))
+        finally:
+            await client.close()
+        assert status.draft == "none (models.draft auto: completion.drafter lookup needs none)"
+    finally:
+        home.specd("stop")
