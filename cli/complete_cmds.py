@@ -39,8 +39,10 @@ def cmd_complete(args) -> int:
         config = msgspec.structs.replace(config, models=msgspec.structs.replace(config.models, quantize=args.quantize))
     uri, text = read_document(args.file)
     prefix, suffix = cut_at(text, args.at)
+    # cut_ms 0: no one is typing here, so a line is never cut at a word for time (editors' are)
     message = protocol.Complete(id=new_request_id(), document=uri, prefix=prefix, suffix=suffix,
-                                max_tokens=args.max_tokens, single_line=args.single_line, drafter=args.drafter)
+                                max_tokens=args.max_tokens, single_line=args.single_line, drafter=args.drafter,
+                                cut_ms=0)
     report = in_process(config, message) if args.no_daemon else asyncio.run(through_daemon(config, message))
     show(report, args.json)
     return 0

@@ -50,6 +50,9 @@ class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # answer in time: past this many ms a completion ends at its next line end (its first, on this
     # CPU), and the lines after can follow from the next request; 0: no budget
     first_line_ms: int = 500
+    # past this many ms with the first line unfinished, a completion ends at its next word end: a
+    # partial line shows within a pause, its rest from the next request; 0: never
+    cut_ms: int = 600
 
 
 class Daemon(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -136,6 +139,7 @@ def _validated(config: Config, path: Path) -> Config:
         (0.0 <= c.temperature <= 5.0, "completion.temperature must be 0..5"),
         (0.0 < c.top_p <= 1.0, "completion.top_p must be in (0, 1]"),
         (c.first_line_ms >= 0, "completion.first_line_ms must not be negative"),
+        (c.cut_ms >= 0, "completion.cut_ms must not be negative"),
         (0 <= d.tcp_port <= 65535, "daemon.tcp_port must be 0..65535"),
         (d.max_frame_bytes >= 1024, "daemon.max_frame_bytes must be at least 1024"),
         (d.trace_max_mb >= 1 and d.log_max_mb >= 1, "daemon.trace_max_mb and daemon.log_max_mb must be at least 1"),

@@ -21,6 +21,7 @@ def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> 
         raise RequestError(str(error)) from None
     pick = lambda value, default: default if value is None else value  # noqa: E731
     deadline_ms = pick(message.deadline_ms, defaults.first_line_ms)
+    cut_ms = pick(message.cut_ms, defaults.cut_ms)
     return CompletionRequest(
         prefix=prefix, suffix=suffix, document=message.document,
         extras=tuple((e.path, e.text) for e in message.extras),
@@ -28,7 +29,7 @@ def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> 
         single_line=message.single_line,
         sampler=Sampler(pick(message.temperature, defaults.temperature), pick(message.top_p, defaults.top_p),
                         message.seed),
-        deadline_s=deadline_ms / 1e3 if deadline_ms else None,
+        deadline_s=deadline_ms / 1e3 if deadline_ms else None, cut_s=cut_ms / 1e3 if cut_ms else None,
         drafter=pick(message.drafter, defaults.drafter),
         hints=tuple(message.hints), reuse=message.reuse, suffix_tokens=message.suffix_tokens)
 

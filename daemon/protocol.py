@@ -76,6 +76,7 @@ class Complete(Message, tag="complete"):
     top_p: Annotated[float, msgspec.Meta(gt=0.0, le=1.0)] | None = None
     seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
     deadline_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None  # 0: none; default completion.first_line_ms
+    cut_ms: Annotated[int, msgspec.Meta(ge=0)] | None = None       # 0: none; default completion.cut_ms
     drafter: DrafterName | None = None
     extras: list[Extra] = []
     hints: list[str] = []             # likely continuations: lookup sources only, always verified

@@ -193,10 +193,12 @@ class Engine:
                                              self.settings.prefill_chunk, cancelled)
         stats.reused_tokens, stats.prefilled_tokens = reused, computed + fold
         stats.prefill_ms = _ms_since(t)
-        deadline = None if request.deadline_s is None else time.monotonic() + request.deadline_s
+        now = time.monotonic()
         stopper = Stopper(self.target.tokenizer, StopRules(
             self.stop_ids, request.max_tokens, request.single_line,
-            request.suffix if request.stop_at_suffix else "", deadline))
+            request.suffix if request.stop_at_suffix else "",
+            None if request.deadline_s is None else now + request.deadline_s,
+            None if request.cut_s is None else now + request.cut_s))
         generator = torch.Generator().manual_seed(request.sampler.seed)
         job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft, slot.target)
         outcome = "cancelled"

@@ -36,7 +36,8 @@ class CompletionRequest:
     max_tokens: int = 48
     single_line: bool = False
     sampler: Sampler = Sampler()
-    deadline_s: float | None = None            # seconds from the start of the call
+    deadline_s: float | None = None            # seconds from the start of decoding: then end at a line end
+    cut_s: float | None = None                 # seconds from the start of decoding: then end at a word end
     drafter: str = DEFAULT_DRAFTER
     stop_at_suffix: bool = True                # end where the completion repeats the suffix
     hints: tuple[str, ...] = ()                # likely continuations (a suggestion being typed

@@ -1,8 +1,11 @@
 """When a completion ends, decided token by token so every drafter stops where plain decoding does.
 
 Stops: an end-of-text or FIM token (not kept), the token limit, the end of the first line in
-single-line mode, a finished line that repeats the suffix's first line (cut), and a deadline: once
-it has passed, the completion ends at the next line end, like llama.cpp's `t_max_predict_ms`.
+single-line mode, a finished line that repeats the suffix's first line (dropped), a deadline: once
+it has passed, the completion ends at the next line end, like llama.cpp's `t_max_predict_ms`, and
+a later one, the cut: once that has passed with the first line still unfinished, the completion
+ends at the next word's end. What is cut is a prefix of the target's own text, shown within a
+pause rather than after it; the rest follows from the next request.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ class StopRules:
     single_line: bool = False
     suffix_text: str = ""           # the document after the cursor (for the repeat stop)
     deadline: float | None = None  # time.monotonic() after which to end at the next line end
+    cut: float | None = None       # time.monotonic() after which to end at the next word end
 
 
 class Stopper:
@@ -42,7 +46,7 @@ class Stopper:
             return self._end("stop_token")
         self.tokens.append(token)
         self.text = self.tokenizer.decode(self.tokens, skip_special_tokens=False)
-        if self._line_end():
+        if self._line_end() or self._word_end():
             return True
         if len(self.tokens) >= self.rules.max_tokens:
             return self._end("max_tokens")
@@ -65,6 +69,18 @@ class Stopper:
             return self._end("deadline")
         return False
 
+    def _word_end(self) -> bool:
+        """Past the cut, on the first line, where a word has just ended (a token ending in
+        anything but a letter, digit or underscore) after some text."""
+        cut, text = self.rules.cut, self.text
+        if cut is None or "\n" in text or not text.strip() or _in_word(text[-1]):
+            return False
+        return time.monotonic() >= cut and self._end("cut")
+
     def _end(self, reason: str) -> bool:
         self.reason = reason
         return True
+
+
+def _in_word(char: str) -> bool:
+    return char.isalnum() or char == "_"

@@ -50,3 +50,20 @@ def test_token_limit(tokenizer):
 def test_deadline_ends_at_the_next_line_end(tokenizer):
     s = feed(tokenizer, "first = 1\nsecond = 2\nthird = 3\n", deadline=time.monotonic() - 1)
     assert s.text == "first = 1\n" and s.reason == "deadline"
+
+
+def test_past_the_cut_an_unfinished_first_line_ends_at_the_next_word_end(tokenizer):
+    s = feed(tokenizer, "result = compute(alpha, beta)\nnext_line = 2\n", cut=time.monotonic() - 1)
+    assert s.reason == "cut" and s.text.strip() and "\n" not in s.text
+    assert not (s.text[-1].isalnum() or s.text[-1] == "_"), "it ends where a word ended"
+    assert "result = compute(alpha, beta)\n".startswith(s.text), "a prefix of the text"
+
+
+def test_before_the_cut_nothing_is_cut(tokenizer):
+    s = feed(tokenizer, "result = compute(alpha, beta)\n", cut=time.monotonic() + 60, max_tokens=500)
+    assert s.reason is None and s.text == "result = compute(alpha, beta)\n"
+
+
+def test_the_cut_never_ends_a_later_line(tokenizer):
+    s = feed(tokenizer, "\nvalue = 1\n", cut=time.monotonic() - 1)
+    assert s.reason is None and s.text == "\nvalue = 1\n", "past the first line the deadline decides"
