@@ -3,8 +3,8 @@
 Stops: an end-of-text or FIM token (not kept), the token limit, the end of the first line in
 single-line mode, a finished line that repeats the suffix's first line (dropped), a deadline: once
 it has passed, the completion ends at the next line end, like llama.cpp's `t_max_predict_ms`, and
-a later one, the cut: once that has passed with the first line still unfinished, the completion
-ends at the next word's end. What is cut is a prefix of the target's own text, shown within a
+the cut: once that has passed with the first line still unfinished, the completion ends at the
+next word's end. What is cut is a prefix of the target's own text, shown within a
 pause rather than after it; the rest follows from the next request.
 """
 

@@ -152,7 +152,7 @@ def test_split_gives_prefix_and_suffix_or_says_what_is_wrong():
         protocol.Complete(id=1, document="d", text="hi").split()
 
 
-@pytest.mark.parametrize("sent,cut_s,deadline_s", [({}, 0.6, 0.5), ({"cut_ms": 0, "deadline_ms": 0}, None, None),
+@pytest.mark.parametrize("sent,cut_s,deadline_s", [({}, 0.4, 0.5), ({"cut_ms": 0, "deadline_ms": 0}, None, None),
                                                    ({"cut_ms": 250, "deadline_ms": 100}, 0.25, 0.1)])
 def test_a_request_takes_the_configs_time_limits_unless_it_says(sent, cut_s, deadline_s):
     from specd.daemon.config import Completion
