@@ -97,12 +97,13 @@ class Engine:
             drafters += [self.model_drafter(self.pacing["draft"]),
                          HybridDrafter(LookupDrafter(self.costs, acceptance["hybrid"], s.lookup_ngram),
                                        self.model_drafter(self.pacing["hybrid"]), s.hybrid_min_match)]
-        if shaped(self.target.model):
+        lean_shaped = shaped(self.target.model)
+        if lean_shaped:
             n = self.target.model.config.num_hidden_layers
             stop = DraftStop(layerskip.costs(self.costs, len(self.layers), n), self.settings.draft_confidence)
             drafters.append(LayerSkipDrafter(self.target, self.layers, self.pacing["layerskip"], stop))
         made = {d.name: d for d in drafters}
-        missing = (set() if self.draft else MODEL_DRAFTERS) | (set() if shaped(self.target.model) else SHAPED_DRAFTERS)
+        missing = (set() if self.draft else MODEL_DRAFTERS) | (set() if lean_shaped else SHAPED_DRAFTERS)
         assert set(made) == set(DRAFTERS) - missing, "registry.py names them all"
         return made
 

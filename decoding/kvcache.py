@@ -11,6 +11,7 @@ beyond it are masked until they are overwritten.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from functools import cache
 
 import torch
@@ -40,13 +41,7 @@ class KVCache:
         """Forget everything after `length` tokens (a position move, no copy). In inference mode:
         on CUDA the layers' lengths are made in a pass (lazily), and only there may they change."""
         assert 0 <= length <= len(self.tokens), f"cannot truncate {len(self.tokens)} to {length}"
-        drop = self.positions() - length
-        if drop > 0:
-            # What StaticLayer.crop does in transformers 5.24; the static layers of older ones
-            # (a GPU machine's own install, say) have no crop.
-            for layer in self.past.layers:
-                if layer.is_initialized:
-                    layer.cumulative_length.sub_(drop)
+        self.rewind(range(len(self.past.layers)), length)
         del self.tokens[length:]
 
     def argument(self, model: torch.nn.Module) -> dict[str, StaticCache]:
@@ -61,13 +56,18 @@ class KVCache:
         return int(layer.cumulative_length) if layer.is_initialized else 0
 
     @torch.inference_mode()
-    def rewind(self, indices: tuple[int, ...], length: int) -> None:
-        """Put layers `indices` back to `length` positions (what a `layerskip` draft wrote past
-        it is masked, then overwritten by the verify pass)."""
-        for index in indices:
-            layer = self.past.layers[index]
-            if layer.is_initialized and int(layer.cumulative_length) > length:
-                layer.cumulative_length.fill_(length)
+    def rewind(self, indices: Sequence[int], length: int) -> None:
+        """Put layers `indices`, which have all written as many positions, back to `length` (what
+        was written past it is masked, then overwritten: rejected tokens, pads, a `layerskip`
+        draft's run ahead). What StaticLayer.crop does in transformers 5.24; the static layers of
+        older ones (a GPU machine's own install, say) have no crop. One read of a length (on
+        CUDA, one sync), whatever the count of layers."""
+        drop = self.positions(indices[0]) - length
+        if drop > 0:
+            for index in indices:
+                layer = self.past.layers[index]
+                if layer.is_initialized:
+                    layer.cumulative_length.sub_(drop)
 
     def check_room(self, n: int) -> None:
         if len(self.tokens) + n > self.capacity:

@@ -11,7 +11,7 @@ target's, token for token.
 
 Qwen2.5-Coder was not trained for early exit, so which layers to keep is measured: `specd bench
 --layerskip` tries the sets of `candidates` on the cases given and keeps the fastest
-(models/measured.py, beside the probe's record); until then the engine uses `DEFAULT`.
+(models/measured.py, beside the probe's record); until then the engine uses `default`.
 A set is written as the layers kept, in ranges: "0-9,14-27".
 """
 

@@ -36,8 +36,8 @@ class _Focus(msgspec.Struct, frozen=True, rename="camel"):
 
 
 def read_focus(params: object) -> tuple[str, types.Position]:
-    """(uri, position) from the notification's params, as pygls hands them over (a dict, or an
-    object of attributes); ValueError says what does not fit."""
+    """(uri, position) from the notification's params, as pygls hands them over (namedtuples for
+    JSON objects) or as plain JSON; ValueError says what does not fit."""
     try:
         focus = msgspec.convert(_plain(params), _Focus)
     except msgspec.ValidationError as error:
@@ -46,11 +46,9 @@ def read_focus(params: object) -> tuple[str, types.Position]:
 
 
 def _plain(value: object) -> object:
-    """pygls turns a custom notification's JSON objects into attribute objects: back to dicts."""
-    if isinstance(value, (dict, list, str, int, float, bool)) or value is None:
-        return value
+    """pygls turns a custom notification's JSON objects into namedtuples: back to dicts."""
     if hasattr(value, "_asdict"):
         return {key: _plain(item) for key, item in value._asdict().items()}
-    if hasattr(value, "__dict__"):
-        return {key: _plain(item) for key, item in vars(value).items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
     return value

@@ -173,24 +173,28 @@ class Suggester:
     def prefetch_after(self, uri: str, accepted: Cursor, around: Surroundings) -> None:
         """Ask the daemon for the suggestion at `accepted`, the cursor after the one shown is
         accepted; the reply only fills the daemon's cache. Asked once per accept branch."""
-        if not (self.prefetch and self.reuse) or self.prefetched.get(uri) == (accepted.prefix, accepted.suffix):
-            return
-        self.prefetched[uri] = accepted.prefix, accepted.suffix
-        request = msgspec.structs.replace(self.request(uri, accepted, around), prefetch=True, supersede=False)
-        self._spawn(self.ask(request))
+        if (request := self._ahead(self.prefetch, uri, accepted, around)) is not None:
+            self._spawn(self.ask(request))
 
     def read_ahead(self, uri: str, cursor: Cursor, around: Surroundings) -> None:
         """Have the daemon read `uri`'s prompt at `cursor` (and answer there) on its idle lane,
         before any request: the newest read-ahead wins, so an older one for another document is
         cancelled (the chunks it computed stay cached)."""
-        if not (self.warm and self.reuse) or self.prefetched.get(uri) == (cursor.prefix, cursor.suffix):
+        if (request := self._ahead(self.warm, uri, cursor, around)) is None:
             return
-        self.prefetched[uri] = cursor.prefix, cursor.suffix
         if self.warming is not None and self.warming[0] != uri and self.client is not None:
             self._spawn(self.client.cancel(self.warming[1]))
-        request = msgspec.structs.replace(self.request(uri, cursor, around), prefetch=True, supersede=False)
         self.warming = uri, request.id
         self._spawn(self._read(request))
+
+    def _ahead(self, enabled: bool, uri: str, cursor: Cursor, around: Surroundings) -> protocol.Complete | None:
+        """The prefetch for `cursor` (answered only into the daemon's cache, on its idle lane;
+        never superseding the document's requests), or None: turned off, or the last one asked
+        for this document was this one."""
+        if not (enabled and self.reuse) or self.prefetched.get(uri) == (cursor.prefix, cursor.suffix):
+            return None
+        self.prefetched[uri] = cursor.prefix, cursor.suffix
+        return msgspec.structs.replace(self.request(uri, cursor, around), prefetch=True, supersede=False)
 
     async def _read(self, request: protocol.Complete) -> None:
         try:
