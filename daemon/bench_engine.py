@@ -110,18 +110,30 @@ def _layerskip(config: Config, plan: EngineBench, cases: list, log: Callable[[st
     return result
 
 
+def profile_kinds(kinds: list[str]) -> list[str]:
+    """The weight kinds to profile, `auto` (the config's default) made the kind a start on this
+    CPU would pick; an unknown one refused, naming the known."""
+    import torch
+
+    from specd.decoding.request import RequestError
+    from specd.models.devices import pick_quantize
+    from specd.models.quantize import KINDS
+
+    chosen = [pick_quantize(k, torch.device("cpu")) for k in kinds]
+    if unknown := [k for k in chosen if k not in KINDS]:
+        raise RequestError(f"unknown weight kinds {unknown}; known: auto, {', '.join(KINDS)}")
+    return chosen
+
+
 def run_profile(config: Config, kinds: list[str], log: Callable[[str], None]) -> dict:
     """`specd bench --profile`: each weight kind's target (and the draft, once) profiled by part,
     beside its floor; one bandwidth measured for all, in the same run."""
     from specd.daemon.runtime import load_models
     from specd.decoding.profile import bandwidth_gbs, profile_model
-    from specd.decoding.request import RequestError
     from specd.models.cpu import cpu_flags
     from specd.models.load import use_threads
-    from specd.models.quantize import KINDS
 
-    if unknown := [k for k in kinds if k not in KINDS]:
-        raise RequestError(f"unknown weight kinds {unknown}; known: {', '.join(KINDS)}")
+    kinds = profile_kinds(kinds)
     gbs = bandwidth_gbs()
     log(f"memory bandwidth: {gbs:.1f} GB/s")
     result = {"bandwidth_gbs": gbs, "cpu": cpu_flags(), "models": {}}

@@ -27,3 +27,12 @@ def test_a_pass_is_split_into_its_parts_beside_its_floor(tiny_target, tmp_path, 
         assert width["parts"]["matmuls"] > 0, "the linear layers' hooks timed them"
         assert all(ms >= 0 for ms in width["parts"].values())
         assert width["x_floor"] == pytest.approx(width["ms"] / result["floor_ms"])
+
+
+def test_the_profile_takes_the_configs_auto_as_the_kind_a_start_picks_and_refuses_an_unknown_one():
+    from specd.daemon.bench_engine import profile_kinds
+    from specd.decoding.request import RequestError
+
+    assert profile_kinds(["auto", "int4"]) == ["gguf" if qkernel.available() else "int4", "int4"]
+    with pytest.raises(RequestError, match="unknown weight kinds \\['int3'\\]; known: auto, none"):
+        profile_kinds(["int3"])
