@@ -16,11 +16,13 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
+from specd.daemon.backend import Backend
 from specd.daemon.config import Config
 from specd.daemon.paths import Paths, SetupError, private_dir, private_file, read_token, rotate, socket_dir
 from specd.decoding.errors import UserError
@@ -129,7 +131,6 @@ def run_daemon(config: Config, ready_fd: int | None) -> int:
 
 
 def serve(config: Config, paths: Paths, notes: Notes) -> int:
-    from specd.daemon.runtime import build_engine  # torch: only the daemon itself loads it
     from specd.daemon.server import Server
 
     try:
@@ -138,7 +139,7 @@ def serve(config: Config, paths: Paths, notes: Notes) -> int:
             raise SetupError(f"another daemon answers at {paths.socket}; stop it first")
         paths.socket.unlink(missing_ok=True)   # a dead daemon's: we hold the lock
         token = read_token(paths.token, make=True) if config.daemon.tcp_port else None
-        engine = build_engine(config, progress=lambda line: notes.send("progress", line))
+        backend = build_backend(config, progress=lambda line: notes.send("progress", line))
     except (OSError, UserError) as error:
         notes.send("error", str(error))
         return 1
@@ -146,8 +147,16 @@ def serve(config: Config, paths: Paths, notes: Notes) -> int:
         log.exception("loading failed")
         notes.send("error", f"loading failed: {type(error).__name__}: {error}")
         return 1
-    server = Server(config, engine, paths, token)
+    server = Server(config, backend, paths, token)
     return asyncio.run(_serve(server, paths, notes))
+
+
+def build_backend(config: Config, progress: Callable[[str], None]) -> Backend:
+    """What computes the completions: the models loaded in this process."""
+    from specd.daemon.local import LocalBackend
+    from specd.daemon.runtime import build_engine  # torch: only the daemon itself loads it
+
+    return LocalBackend(build_engine(config, progress=progress), config)
 
 
 async def _serve(server, paths: Paths, notes: Notes) -> int:

@@ -3,7 +3,7 @@
 The accelerator is serial, so one thread runs the engine, one request at a time, while the
 asyncio loop stays free to read frames, answer status and take cancels. A new request for a
 document (unless it says `supersede=False`) cancels that document's request in flight at its next
-step boundary, through the engine's `cancelled` callback (what it prefilled stays cached), and
+step boundary, through the backend's `cancelled` callback (what it prefilled stays cached), and
 drops that document's queued requests with a "cancelled" reply. An explicit Cancel and a client's
 disconnect cancel the same way. Every job ends in exactly one call of `finish`.
 
@@ -28,7 +28,7 @@ from typing import Literal
 
 from specd.daemon import protocol
 from specd.daemon.answers import Answers, answer_key
-from specd.decoding.engine import Engine
+from specd.daemon.backend import Backend
 from specd.decoding.request import Completion, CompletionRequest
 from specd.decoding.stats import Stats
 
@@ -70,23 +70,10 @@ class Job:
         return answer_key(self.request)
 
 
-class PassCounter:
-    """Counts the models' forward passes (a pre-hook on each), so that how far a cancel lands
-    from the pass in progress is a count, not a time."""
-
-    def __init__(self, engine: Engine):
-        self.count = 0
-        engine.on_forward(self._tick)
-
-    def _tick(self, module, args) -> None:
-        self.count += 1
-
-
 class Scheduler:
-    def __init__(self, engine: Engine, finish: Callable[[Job], None], answers: Answers | None = None):
-        self.engine, self.finish = engine, finish
+    def __init__(self, backend: Backend, finish: Callable[[Job], None], answers: Answers | None = None):
+        self.backend, self.finish = backend, finish
         self.answers = Answers() if answers is None else answers
-        self.passes = PassCounter(engine)
         self.queue: deque[Job] = deque()
         self.spare: deque[Job] = deque()               # prefetches: taken when the queue is empty
         self.jobs: dict[tuple[int, int], Job] = {}   # queued and running
@@ -142,8 +129,8 @@ class Scheduler:
             job.cause = cause
         if job is self.running:
             if job.passes_at_cancel is None:
-                job.passes_at_cancel = self.passes.count
-            job.cancel.set()        # the engine sees it before its next forward pass
+                job.passes_at_cancel = self.backend.passes()
+            job.cancel.set()        # the backend sees it before its next forward pass
             return
         (self.spare if job.prefetch else self.queue).remove(job)
         del self.jobs[job.key]
@@ -155,7 +142,7 @@ class Scheduler:
         out = []
         if (job := self.running) is not None:
             out.append(protocol.Active(job.message.id, job.document, "running",
-                                       self.passes.count - job.passes_at_start))
+                                       self.backend.passes() - job.passes_at_start))
         out += [protocol.Active(job.message.id, job.document, "queued") for job in (*self.queue, *self.spare)]
         return out
 
@@ -173,7 +160,7 @@ class Scheduler:
                 try:
                     job.result = await loop.run_in_executor(self._worker, self._work, job)
                     self.answers.put(job.document, job.answer, job.result)
-                except Exception as error:  # a request the engine refused, or a bug: the reply says so
+                except Exception as error:  # a request the backend refused, or a bug: the reply says so
                     job.result = error
                 finally:
                     self.running = None
@@ -185,11 +172,11 @@ class Scheduler:
 
     def _work(self, job: Job) -> Completion:
         """On the model thread."""
-        job.started, job.passes_at_start = time.perf_counter(), self.passes.count
+        job.started, job.passes_at_start = time.perf_counter(), self.backend.passes()
         try:
-            return self.engine.complete(job.request, job.cancel.is_set)
+            return self.backend.complete(job.request, job.cancel.is_set)
         finally:
-            job.finished, job.passes_at_end = time.perf_counter(), self.passes.count
+            job.finished, job.passes_at_end = time.perf_counter(), self.backend.passes()
 
     async def close(self, runner: asyncio.Task) -> int:
         """Cancel everything (the running job ends at its next step boundary), let `runner`

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from specd.daemon import jobs, protocol
+from specd.daemon.backend import Backend
 from specd.daemon.config import Config
 from specd.daemon.metrics import Metrics
 from specd.daemon.paths import Paths
 from specd.daemon.protocol import Cancel, Complete, Error, GetStatus, Hello, Shutdown
 from specd.daemon.scheduler import Job, Scheduler
 from specd.daemon.tracing import TraceWriter
-from specd.decoding.engine import Engine
 from specd.decoding.request import RequestError
 
 log = logging.getLogger("specd.server")
@@ -48,9 +48,9 @@ class Connection:
 
 
 class Server:
-    def __init__(self, config: Config, engine: Engine, paths: Paths, token: str | None):
-        self.config, self.engine, self.paths, self.token = config, engine, paths, token
-        self.scheduler = Scheduler(engine, self.finish)
+    def __init__(self, config: Config, backend: Backend, paths: Paths, token: str | None):
+        self.config, self.backend, self.paths, self.token = config, backend, paths, token
+        self.scheduler = Scheduler(backend, self.finish)
         self.metrics = Metrics()
         self.tracer = TraceWriter(paths.trace, config.daemon.trace_max_mb << 20) if config.daemon.trace else None
         self.connections: dict[int, Connection] = {}
@@ -69,6 +69,7 @@ class Server:
         for server in servers:
             server.close()
         cancelled = await self.scheduler.close(runner)
+        self.backend.close()
         for conn in list(self.connections.values()):
             conn.writer.close()
         self.paths.socket.unlink(missing_ok=True)
@@ -213,26 +214,18 @@ class Server:
             self.tracer.write(line)           # a full disk costs the trace (said once), not the daemon
 
     def status(self, request_id: int) -> protocol.Status:
-        e, m = self.engine, self.metrics
+        b, m = self.backend.describe(), self.metrics
         return protocol.Status(
             id=request_id, pid=os.getpid(), version=protocol.package_version(),
             uptime_s=time.monotonic() - self.started,
-            target=str(e.target.spec), draft=str(e.draft.spec) if e.draft else self._no_draft(),
-            device=str(e.target.device), dtype=str(e.target.dtype).removeprefix("torch."),
+            target=b.target, draft=b.draft, device=b.device, dtype=b.dtype,
             socket=str(self.paths.socket), tcp_port=self.config.daemon.tcp_port, rss_mb=rss_mb(),
-            cache_mb=e.cache_bytes() / 2**20, cache_documents=e.cached_documents(),
+            cache_mb=b.cache_mb, cache_documents=b.cache_documents,
             served=m.served, cancelled=m.cancelled, errors=m.errors, reuse=m.reuse(),
             acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
-            forward_passes=self.scheduler.passes.count, active=self.scheduler.active(),
+            forward_passes=self.backend.passes(), active=self.scheduler.active(),
             from_cache=m.from_cache, prefetched=m.prefetched,
-            device_reason=e.target.device_reason, curve=e.curve)
-
-
-    def _no_draft(self) -> str:
-        """Why no draft model is resident: none asked for, or the default drafter needs none."""
-        if self.config.models.draft != "auto":
-            return "none"
-        return f"none (models.draft auto: completion.drafter {self.config.completion.drafter} needs none)"
+            device_reason=b.device_reason, curve=b.curve)
 
 
 def rss_mb() -> float:
