@@ -11,7 +11,8 @@ can end a completion early, at a line end: what is kept is then that shorter ans
 start of the target's own, and the one the user was shown.
 
 Sampled completions are never kept: their text depends on the seed's draw, and a user who asks
-again with temperature > 0 asks for another draw. Cancelled ones end mid-way and are not answers.
+again with temperature > 0 asks for another draw. Cancelled ones end mid-way and are not answers,
+and neither is the empty reply of an inference server that could not answer.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Answers:
         return Completion(kept.text, list(kept.tokens), kept.outcome, kept.stop_reason, stats)
 
     def put(self, document: str, key: bytes | None, result: Completion) -> None:
-        if key is None or result.outcome != "done":
+        if key is None or result.outcome != "done" or result.error is not None:
             return
         answers = self.kept.setdefault(document, OrderedDict())
         answers[key] = result

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
+from specd.daemon.stream import Endpoint
 from specd.decoding.errors import UserError
+from specd.decoding.prompt import TEMPLATES
 from specd.decoding.registry import DEFAULT_DRAFTER, MODEL_DRAFTERS, DrafterName
 from specd.decoding.settings import EngineSettings
+from specd.decoding.textprompt import guess_family
 
 # No torch here: `specd status`, `specd stop` and the LSP's client read the config too, and the
 # engine's modules are imported only where an engine is built.
@@ -73,12 +77,25 @@ class Lsp(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     extra_documents: int = 4         # other open documents passed as context and lookup text
 
 
+class BackendSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What computes the completions: the models in this process, or an inference server."""
+    kind: Literal["local", "server"] = "local"
+    # server: its base URL (http:// or https://, TLS as it says); specd posts to <url>/v1/completions
+    url: str = ""
+    model: str = ""                  # server: the model it serves, as /v1/models names it
+    family: str = "auto"             # the FIM template (decoding/prompt.py); auto: told by `model`'s name
+    api_key_env: str = ""            # the NAME of the environment variable holding the key (never the key)
+    timeout_s: float = 10.0          # the longest wait for the server's next bytes (connect, prompt, a token)
+    max_in_flight: int = 1           # the most requests this daemon has at the server at once (the scheduler runs one)
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     models: Models = Models()
     engine: EngineSettings = EngineSettings()   # the engine's own settings (decoding/settings.py)
     completion: Completion = Completion()
     daemon: Daemon = Daemon()
     lsp: Lsp = Lsp()
+    backend: BackendSettings = BackendSettings()
 
     def draft_to_load(self, drafters: Iterable[str] = ()) -> str:
         """The draft model to load: models.draft, where "auto" is the built-in draft if the default
@@ -148,10 +165,34 @@ def _validated(config: Config, path: Path) -> Config:
         (e.cache_memory_mb >= 1, "engine.cache_memory_mb must be at least 1"),
         (0.0 <= e.draft_confidence <= 1.0, "engine.draft_confidence must be 0..1"),
     ]
-    for ok, message in checks:
+    for ok, message in checks + _backend_checks(config.backend):
         if not ok:
             raise ConfigError(f"{path}: {message}")
     return config
+
+
+def _backend_checks(b: BackendSettings) -> list[tuple[bool, str]]:
+    checks = [(b.timeout_s > 0, "backend.timeout_s must be more than 0"),
+              (1 <= b.max_in_flight <= 64, "backend.max_in_flight must be 1..64"),
+              (b.family in ("auto", *TEMPLATES), f"backend.family must be auto or one of {', '.join(TEMPLATES)}"),
+              (not b.api_key_env or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", b.api_key_env) is not None,
+               "backend.api_key_env is the NAME of an environment variable holding the key (letters, digits, _), "
+               "never the key itself")]
+    if b.kind != "server":
+        return checks
+    try:
+        Endpoint.parse(b.url)
+        bad_url = ""
+    except ValueError as error:
+        bad_url = str(error)
+    return checks + [
+        (bool(b.url), 'backend.url is required with kind = "server" (e.g. "http://127.0.0.1:8080")'),
+        (not b.url or not bad_url, f"backend.url: {bad_url}"),
+        (bool(b.model), 'backend.model is required with kind = "server": the model the server serves'),
+        (not b.model or b.family != "auto" or guess_family(b.model) is not None,
+         f"backend.family: the FIM template cannot be told from the model name {b.model!r}; "
+         f"set it to one of {', '.join(TEMPLATES)}"),
+    ]
 
 
 def render(config: Config) -> str:

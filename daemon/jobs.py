@@ -56,12 +56,13 @@ def trace_record(job: Job, replied: float) -> TraceRecord:
     stats = result.stats if done else Stats()    # an error: no engine phases, all "other"
     ms = lambda a, b: (b - a) * 1e3  # noqa: E731
     engine_ms = sum(getattr(stats, f"{phase}_ms") for phase in ENGINE_PHASES)
-    outcome = result.outcome if done else "error"
+    # a backend that could not serve (an inference server down) answered empty: an error here
+    outcome = "error" if not done or result.error else result.outcome
     return TraceRecord(
         id=job.message.id, client=job.client, document=job.document, language=job.message.language,
         drafter=job.request.drafter, received_at=time.time() - ms(job.received, replied) / 1e3,
         outcome=outcome, cause=job.cause if outcome == "cancelled" else None,
-        error=None if done else str(result), stop_reason=result.stop_reason if done else None,
+        error=result.error if done else str(result), stop_reason=result.stop_reason if done else None,
         queue_ms=ms(job.received, job.started), other_ms=ms(job.started, job.finished) - engine_ms,
         reply_ms=ms(job.finished, replied), total_ms=ms(job.received, replied),
         passes=job.passes_at_end - job.passes_at_start,

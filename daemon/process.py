@@ -152,7 +152,13 @@ def serve(config: Config, paths: Paths, notes: Notes) -> int:
 
 
 def build_backend(config: Config, progress: Callable[[str], None]) -> Backend:
-    """What computes the completions: the models loaded in this process."""
+    """What computes the completions: an inference server (backend.kind = "server": no engine
+    library is loaded), or the models loaded in this process."""
+    if config.backend.kind == "server":
+        from specd.daemon.remote import RemoteBackend
+
+        progress(f"completions from {config.backend.url} ({config.backend.model}); no models loaded here")
+        return RemoteBackend(config)
     from specd.daemon.local import LocalBackend
     from specd.daemon.runtime import build_engine  # torch: only the daemon itself loads it
 

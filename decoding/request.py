@@ -53,3 +53,6 @@ class Completion:
     outcome: str                   # "done" or "cancelled"
     stop_reason: str | None
     stats: Stats = field(default_factory=Stats)
+    error: str | None = None       # why there is no text: the backend could not serve it (an
+                                   # inference server down or failing); the trace says it, and
+                                   # the editor gets an empty answer, never kept

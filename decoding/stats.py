@@ -38,6 +38,9 @@ class Stats(msgspec.Struct):
     verify_ms: float = 0.0
     total_ms: float = 0.0          # the engine's time, from tokenizing to the last token
     from_cache: bool = False       # answered from the daemon's suggestion cache: no model work
+    server_timings: bool = False   # an inference server computed it and prefill_ms / verify_ms are its own
+                                   # prompt and predict ms (llama.cpp's `timings`); False there: timed here,
+                                   # to the first streamed text and from it to the end
     steps: list[Step] = []
 
     def record(self, step: Step) -> None:

@@ -45,10 +45,19 @@ class Stopper:
         if token in self.rules.stop_ids:
             return self._end("stop_token")
         self.tokens.append(token)
-        self.text = self.tokenizer.decode(self.tokens, skip_special_tokens=False)
+        return self._grown(self.tokenizer.decode(self.tokens, skip_special_tokens=False), len(self.tokens))
+
+    def push_text(self, piece: str) -> bool:
+        """Take the next piece of text an inference server streamed (its tokens are the server's,
+        which ends at its own end tokens and token limit): the same text rules, on the same text."""
+        assert not self.done, "no text after the end"
+        return self._grown(self.text + piece, 0)
+
+    def _grown(self, text: str, tokens: int) -> bool:
+        self.text = text
         if self._line_end() or self._word_end():
             return True
-        if len(self.tokens) >= self.rules.max_tokens:
+        if tokens >= self.rules.max_tokens:
             return self._end("max_tokens")
         return False
 
