@@ -185,3 +185,56 @@ def test_eight_editors_typing_through_one_server_lose_nothing(server, tmp_path):
     assert r["requests"] == r["completed"] + r["cancelled"] + r["errors"] + r["lost"]
     assert r["lost"] == 0 and r["errors"] == 0 and not r["crashed"], r
     assert r["completed"] >= 1 and r["cancelled"] >= 1, "answers, and keys superseded at the server"
+
+
+async def test_through_specd_lsp_the_suggestion_is_the_servers_own_greedy_output(server, tmp_path):
+    """An editor's inline completion through `specd lsp` and a daemon on the server backend:
+    the server's own greedy text for the same prompt, under the same stop rules and the language
+    server's usual clean-up."""
+    from lsprotocol import types
+    from pygls.lsp.client import LanguageClient
+    from pygls.workspace import TextDocument
+
+    from specd.lsp.context import cursor_at
+    from specd.lsp.postprocess import clean
+    from specd.lsp.replay import specd_command
+    from tests.homes import SPECD
+
+    uri = (tmp_path / "fib.py").as_uri()
+    cursor = cursor_at(TextDocument(uri, FIB), types.Position(4, 0), "auto")   # examples/fib.py at 5:1
+    request = CompletionRequest(cursor.prefix, cursor.suffix, max_tokens=24, single_line=cursor.single_line)
+    own = server.post({"prompt": _prompt(backend(server), request), "max_tokens": 24, "temperature": 0.0})
+    stopper = Stopper(None, rules(request))
+    if not stopper.push_text(own["choices"][0]["text"]):
+        stopper.reason = FINISH[own["choices"][0]["finish_reason"]]
+    expected = clean(stopper.text, cursor, stopper.reason)
+    assert expected is not None, f"the server suggests something here: {stopper.text!r}"
+
+    for name in ("run", "state", "cache"):
+        (tmp_path / name).mkdir(mode=0o700)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[backend]\nkind = "server"\nurl = "{server.url}"\nmodel = "qwen2.5-coder-1.5b-instruct"\n'
+                      "timeout_s = 120\n[completion]\nmax_tokens = 24\nfirst_line_ms = 0\ncut_ms = 0\n")
+    config.chmod(0o600)
+    env = {**os.environ, "SPECD_CONFIG": str(config), "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    client = LanguageClient("test-editor", "1")
+    await client.start_io(*specd_command(), env=env)
+    try:
+        await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                                             initialization_options={"warm": False}))
+        client.initialized(types.InitializedParams())
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id="python", version=1, text=FIB)))
+        params = types.InlineCompletionParams(
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+            text_document=types.TextDocumentIdentifier(uri), position=types.Position(4, 0))
+        result = await client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, params)
+        items = result.items if hasattr(result, "items") else result
+        shown = items[0].insert_text if items else None
+        assert shown == expected.text, (shown, expected, stopper.text)
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+        subprocess.run([SPECD, "stop"], env=env, capture_output=True, timeout=60)
