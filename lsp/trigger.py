@@ -79,6 +79,8 @@ def with_options(trigger: Trigger, options: object) -> Trigger:
     keeps the config's value; its `languages` are added to the config's (its own win)."""
     if not isinstance(options, dict):
         raise TriggerOptionsError(f"trigger must be an object, not {type(options).__name__}")
+    if options.get("languages") == []:   # Lua's empty table: Neovim sends {} as []
+        options = options | {"languages": {}}
     merged = msgspec.to_builtins(trigger) | options
     if isinstance(options.get("languages"), dict):
         merged["languages"] = trigger.languages | options["languages"]

@@ -77,6 +77,7 @@ def test_an_editor_overrides_what_it_names_and_adds_languages():
     mine = with_options(config, {"auto": False, "languages": {"text": True, "go": False}})
     assert mine == Trigger(auto=False, delay_ms=100, languages={"markdown": False, "text": True, "go": False})
     assert with_options(config, {}) == config
+    assert with_options(config, {"languages": []}) == config, "Neovim sends Lua's empty table as []"
 
 
 @pytest.mark.parametrize("options, said", [
