@@ -12,10 +12,10 @@ from pathlib import Path
 import msgspec
 
 from specd.cli.usage import UsageError
-from specd.daemon.config import load_config
+from specd.daemon.config import Trigger, load_config, trigger_problem
 from specd.daemon.lifecycle import launch_daemon
 from specd.daemon.paths import Paths
-from specd.daemon.trace_report import model_time
+from specd.daemon.trace_report import model_time, requests_received
 from specd.daemon.tracing import read_trace
 from specd.lsp.typist import add_arguments as add_typing_arguments
 from specd.lsp.typist import passages as typed_passages
@@ -39,6 +39,13 @@ def add_parsers(sub) -> None:
                         help="no accept branches computed ahead (the typist never presses Tab)")
     replay.add_argument("--no-warm", action="store_true",
                         help="no document read ahead on opening or where the cursor rests")
+    replay.add_argument("--delay-ms", type=int, metavar="MS",
+                        help="the server's trigger.delay_ms for this run: each key's request waits MS, "
+                             "and a newer key meanwhile means it is never sent (default: the config's)")
+    replay.add_argument("--max-line-suffix", type=int, metavar="N",
+                        help="the server's trigger.max_line_suffix for this run: no request where more than N "
+                             "characters that are not whitespace follow the cursor on its line (-1: never held "
+                             "back; default: the config's)")
     replay.add_argument("--baseline", action="store_true",
                         help="also run with --no-reuse --no-cancel, side by side in this run")
     replay.set_defaults(run=cmd_replay)
@@ -73,11 +80,13 @@ def cmd_replay(args) -> int:
     from specd.lsp.replay_report import report as figures
 
     passages = typed_passages(args)
+    trigger = {"delay_ms": args.delay_ms, "max_line_suffix": args.max_line_suffix}
+    check_trigger(trigger)
     runs = {"replay": Replay(passages, args.cps, args.pause_ms, reuse=not args.no_reuse, cancel=not args.no_cancel,
-                             prefetch=not args.no_prefetch, warm=not args.no_warm, read_ms=args.read_ms)}
+                             prefetch=not args.no_prefetch, warm=not args.no_warm, read_ms=args.read_ms, **trigger)}
     if args.baseline:
         runs["no-reuse-no-cancel"] = Replay(passages, args.cps, args.pause_ms, reuse=False, cancel=False,
-                                            prefetch=False, warm=False, read_ms=args.read_ms)
+                                            prefetch=False, warm=False, read_ms=args.read_ms, **trigger)
     command = specd_command(args.config)
     trace = Paths.of(load_config(args.config)).trace
     report = {}
@@ -86,6 +95,7 @@ def cmd_replay(args) -> int:
         records = read_trace(trace)
         for outcome in outcomes:
             outcome.model_ms = model_time(records, outcome.uri, outcome.started, outcome.ended)
+            outcome.asked = requests_received(records, outcome.uri, outcome.started, outcome.ended)
         report[name] = figures(outcomes)
         print(f"{name:20} {json.dumps(report[name])}", file=sys.stderr)
     if args.json:
@@ -93,6 +103,13 @@ def cmd_replay(args) -> int:
     print(json.dumps(report, indent=1))
     return 0
 
+
+def check_trigger(trigger: dict) -> None:
+    """--delay-ms and --max-line-suffix by the config's rules, said as a usage error: the server
+    would say the same only in a message no one reads here."""
+    given = {name: value for name, value in trigger.items() if value is not None}
+    if problem := trigger_problem(msgspec.convert(given, Trigger)):
+        raise UsageError(f"--{problem.replace('_', '-')}")
 
 
 def cmd_stress(args) -> int:

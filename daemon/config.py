@@ -27,6 +27,10 @@ from specd.decoding.textprompt import guess_family
 # engine's modules are imported only where an engine is built.
 
 
+# A delay longer than this is a typo (or seconds meant as ms): a pause is about a second.
+MAX_DELAY_MS = 10_000
+
+
 class ConfigError(UserError):
     """The configuration file cannot be read or is invalid; the message names the key."""
 
@@ -89,6 +93,22 @@ class BackendSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_in_flight: int = 1           # the most requests this daemon has at the server at once (the scheduler runs one)
 
 
+class Trigger(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """When the language server asks the daemon (lsp/trigger.py decides). A manual trigger (the
+    editor's "suggest here" key) ignores `auto`, `delay_ms` and `max_line_suffix`: the user asked."""
+    auto: bool = True                # false: only a manual trigger asks
+    # ms from the last keystroke to the request; a keystroke meanwhile restarts the wait and the
+    # stale request is never sent. 0 until `specd replay --delay-ms` has measured a better one
+    delay_ms: int = 0
+    # languageId -> on/off, "*" for the ids not named (on where absent); off: nothing at all there,
+    # not even a manual trigger
+    languages: dict[str, bool] = {}
+    # no automatic request where the line right of the cursor holds more than this many
+    # non-whitespace characters (llama.vim's rule, with 8); -1: never held back, as specd has not
+    # yet measured what N costs or saves
+    max_line_suffix: int = -1
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     models: Models = Models()
     engine: EngineSettings = EngineSettings()   # the engine's own settings (decoding/settings.py)
@@ -96,6 +116,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     daemon: Daemon = Daemon()
     lsp: Lsp = Lsp()
     backend: BackendSettings = BackendSettings()
+    trigger: Trigger = Trigger()
 
     def draft_to_load(self, drafters: Iterable[str] = ()) -> str:
         """The draft model to load: models.draft, where "auto" is the built-in draft if the default
@@ -168,6 +189,8 @@ def _validated(config: Config, path: Path) -> Config:
     for ok, message in checks + _backend_checks(config.backend):
         if not ok:
             raise ConfigError(f"{path}: {message}")
+    if problem := trigger_problem(config.trigger):
+        raise ConfigError(f"{path}: trigger.{problem}")
     return config
 
 
@@ -193,10 +216,20 @@ def _backend_checks(b: BackendSettings) -> list[tuple[bool, str]]:
          f"backend.family: the FIM template cannot be told from the model name {b.model!r}; "
          f"set it to one of {', '.join(TEMPLATES)}"),
     ]
+def trigger_problem(trigger: Trigger) -> str | None:
+    """What is wrong with `trigger` beyond its types (the config's and an editor's alike), or None."""
+    if trigger.delay_ms < 0 or trigger.delay_ms > MAX_DELAY_MS:
+        return f"delay_ms must be 0..{MAX_DELAY_MS}, not {trigger.delay_ms}"
+    if trigger.max_line_suffix < -1:
+        return f"max_line_suffix must be -1 (never held back) or more, not {trigger.max_line_suffix}"
+    if "" in trigger.languages:
+        return 'languages: an empty language id; name one, or "*" for every other'
+    return None
 
 
 def render(config: Config) -> str:
-    """The effective configuration as TOML (sections of scalars: strings, numbers, booleans)."""
+    """The effective configuration as TOML (sections of scalars: strings, numbers, booleans, and
+    tables of them inline)."""
     lines = []
     for section, values in msgspec.structs.asdict(config).items():
         lines.append(f"[{section}]")
@@ -209,6 +242,8 @@ def render(config: Config) -> str:
 def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dict):  # an inline table
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, str):
         return json.dumps(value)  # a JSON string is a valid TOML basic string
     return repr(value)

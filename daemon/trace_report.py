@@ -2,7 +2,7 @@
 
 `summary`: percentiles per phase (of requests answered "done"), acceptance per drafter,
 cancellation counts by cause; trace_html.py draws the same records. `model_time`: what one
-document's requests cost the model, per outcome.
+document's requests cost the model, per outcome; `requests_received`: how many reached it.
 """
 
 from __future__ import annotations
@@ -78,3 +78,9 @@ def model_time(records: list[TraceRecord], document: str, since: float, until: f
             busy = sum(r.phase_ms(phase) for phase in (*ENGINE_PHASES, "other"))
             out[r.outcome] = out.get(r.outcome, 0.0) + busy
     return out
+
+
+def requests_received(records: list[TraceRecord], document: str, since: float, until: float) -> int:
+    """How many requests for `document` (not prefetches: no one waited for those) the daemon
+    received between `since` and `until` (unix times): what a client's trigger rules let through."""
+    return sum(r.document == document and not r.prefetch and since <= r.received_at <= until for r in records)

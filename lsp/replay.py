@@ -35,7 +35,17 @@ class Replay:
     prefetch: bool = True         # the accept branch of each suggestion shown (never taken here)
     warm: bool = True             # the server reads a document ahead on opening and where the cursor rests
     read_ms: float = 0.0          # between opening a file and the first request there: a person reads
+    # the server's [trigger] delay_ms and max_line_suffix for this run (None: the config's)
+    delay_ms: int | None = None
+    max_line_suffix: int | None = None
     timeout_s: float = 300.0
+
+    def options(self) -> dict:
+        """The initializationOptions that set the server up as this replay says."""
+        trigger = {name: value for name, value in (("delay_ms", self.delay_ms),
+                                                    ("max_line_suffix", self.max_line_suffix)) if value is not None}
+        return {"reuse": self.reuse, "cancel": self.cancel, "prefetch": self.prefetch, "warm": self.warm,
+                "trigger": trigger}
 
 
 async def replay(job: Replay, command: list[str], env: dict | None = None) -> list[Outcome]:
@@ -47,9 +57,7 @@ async def replay(job: Replay, command: list[str], env: dict | None = None) -> li
     outcomes = []
     try:
         await client.initialize_async(types.InitializeParams(
-            capabilities=types.ClientCapabilities(),
-            initialization_options={"reuse": job.reuse, "cancel": job.cancel, "prefetch": job.prefetch,
-                                    "warm": job.warm}))
+            capabilities=types.ClientCapabilities(), initialization_options=job.options()))
         client.initialized(types.InitializedParams())
         for passage in job.passages:
             outcomes.append(await _type_passage(client, job, passage))
@@ -82,17 +90,20 @@ async def _type_passage(client, job: Replay, passage: Passage) -> Outcome:
 
 async def _warm_up(client, uri: str, passage: Passage, job: Replay) -> float:
     """One request at the cursor, waited for, before the first key: the person has had the file
-    open for a while, so its first reading is not charged to the first pause."""
+    open for a while, so its first reading is not charged to the first pause. It stands for that
+    reading, not for a key: asked as by hand, so the trigger rules neither delay nor hold it."""
     started = time.perf_counter()
     line, character = end_position(passage.before)
     await asyncio.wait_for(client.protocol.send_request_async(
-        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character)), job.timeout_s)
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character, invoked=True)), job.timeout_s)
     return (time.perf_counter() - started) * 1e3
 
 
-def inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+def inline_params(uri: str, line: int, character: int, invoked: bool = False) -> types.InlineCompletionParams:
+    """A keystroke's request (automatic), or one asked by hand (`invoked`)."""
+    kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
     return types.InlineCompletionParams(
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+        context=types.InlineCompletionContext(trigger_kind=kind),
         text_document=types.TextDocumentIdentifier(uri), position=types.Position(line, character))
 
 

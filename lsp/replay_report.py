@@ -4,7 +4,8 @@ Shared by `specd replay` (against `specd lsp`) and `bench/llama_replay.py` (agai
 server), so both report the same fields, counted the same way. Pure: no LSP, no daemon.
 
 Per keystroke (today's fields): answered_share, p50_ms and p95_ms from the key to a suggestion,
-match_rate (answered suggestions whose first line begins the real text).
+match_rate (answered suggestions whose first line begins the real text); daemon_requests, how
+many of the requests sent reached the daemon (the trigger's delay and rules hold some back).
 Per pause (`--pause-ms`): shown_share (pauses in which ghost text arrived before the next key;
 pause_late and pause_empty count the others: no answer before the next key, an empty one in time),
 pause_p50_ms and pause_p95_ms (the last key before the pause to the ghost text), pause_match_rate
@@ -51,6 +52,7 @@ class Outcome:
     warm_ms: float | None = None  # the request made on opening the passage, before typing
     sent: list[Sent] = field(default_factory=list)
     model_ms: dict[str, float] | None = None   # per daemon outcome, from its trace
+    asked: int | None = None      # requests the daemon received (its trace): what the trigger let through
 
     def report(self) -> dict:
         return report([self])
@@ -74,6 +76,8 @@ def report(outcomes: list[Outcome]) -> dict:
         "match_rate": _share(sum(_first_line_matches(s.text, s.truth) for s in answered), len(answered)),
         "cancelled_by_client": sum(s.cancelled for s in sent),
     }
+    if all(o.asked is not None for o in outcomes):
+        figures["daemon_requests"] = sum(o.asked for o in outcomes)
     if all(o.model_ms is not None for o in outcomes):
         for outcome in ("cancelled", "done"):
             spent = sum(o.model_ms.get(outcome, 0.0) for o in outcomes)

@@ -23,6 +23,7 @@ from specd.lsp.focus import DID_FOCUS, read_focus
 from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
+from specd.lsp.trigger import Decision, TriggerOptionsError, decide, language_on, with_options
 
 VERSION = "0.1.0"
 # A source file's characters per token, on the low side (code runs 3 to 4 with these tokenizers):
@@ -49,6 +50,7 @@ class SpecdServer(LanguageServer):
     def use(self, config: Config, launch: Launcher | None) -> None:
         """Serve with `config`; `launch` starts the daemon when none answers (None: only connect)."""
         self.config = config
+        self.trigger = config.trigger   # with the editor's overrides, once it sends any
         self.suggester = Suggester(functools.partial(Client.connect, config, launch=launch))
 
     def report_server_error(self, error: Exception, source) -> None:
@@ -79,15 +81,30 @@ class SpecdServer(LanguageServer):
         except PositionError as error:
             raise JsonRpcInvalidParams(str(error)) from None
 
+    def set_trigger(self, options: object, source: str) -> None:
+        """The config's `[trigger]` with the editor's `options` over it. Values the rules refuse
+        are said to the user and ignored: the server goes on with the config's."""
+        try:
+            self.trigger = with_options(self.config.trigger, options)
+        except TriggerOptionsError as error:
+            self.trigger = self.config.trigger
+            log.warning("%s: %s", source, error)
+            self.window_show_message(types.ShowMessageParams(
+                types.MessageType.Error, f"specd: {source}: {error}; using the config's trigger settings"))
+
     def surroundings(self, uri: str) -> Surroundings:
         return surroundings(self.workspace, uri, self.recent, self.config.lsp.extra_documents)
 
-    async def suggest(self, uri: str, position: types.Position) -> tuple[Cursor, Suggestion | None]:
-        """The cursor and what to suggest there; a daemon that cannot serve is RequestFailed. A
-        suggestion shown has its accept branch prefetched."""
+    async def suggest(self, uri: str, position: types.Position,
+                      invoked: bool) -> tuple[Cursor, Suggestion | None]:
+        """The cursor and what to suggest there, as the trigger rules allow (`invoked`: the user
+        asked by hand); a daemon that cannot serve is RequestFailed. A suggestion shown has its
+        accept branch prefetched."""
         cursor, around = self.cursor(uri, position), self.surroundings(uri)
+        decision = decide(self.trigger, invoked, around.language, cursor.line_rest)
+        self.say_why_not(decision, invoked)
         try:
-            suggestion = await self.suggester.suggest(uri, cursor, around)
+            suggestion = await self.suggester.suggest(uri, cursor, around, decision)
         except (DaemonUnavailable, DaemonError) as error:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"specd: {error}"))
             raise RequestFailed(message=str(error), code=RequestFailed.CODE) from None
@@ -95,11 +112,18 @@ class SpecdServer(LanguageServer):
             self.suggester.prefetch_after(uri, self.accepted(uri, cursor, suggestion), around)
         return cursor, suggestion
 
+    def say_why_not(self, decision: Decision, invoked: bool) -> None:
+        """A manual trigger that gets nothing is told why: the user pressed a key and waits."""
+        if invoked and decision.action != "ask":
+            self.window_show_message(types.ShowMessageParams(types.MessageType.Info, f"specd: {decision.why}"))
+
     def read_ahead(self, uri: str, position: types.Position | None = None) -> None:
         """Read `uri` ahead at `position` (None: its end, and only where the whole document fits
         the prompt's prefix budget, so that every cursor there shares that prompt's start). A
         position the client got wrong is logged: a notification has no one to answer."""
         document = self.workspace.get_text_document(uri)
+        if not language_on(self.trigger, document.language_id or ""):
+            return  # nothing at all, not even the model time of reading ahead
         if position is None:
             if len(document.source) > self.config.engine.prefix_tokens * CHARS_PER_TOKEN:
                 return
@@ -143,7 +167,21 @@ server = SpecdServer()
 @server.feature(types.INITIALIZE)
 def initialize(ls: SpecdServer, params: types.InitializeParams) -> None:
     ls.workspace.__class__ = LspWorkspace   # pygls has just made it; no document is open yet
-    ls.suggester.configure(params.initialization_options or {})
+    options = params.initialization_options or {}
+    if isinstance(options, dict) and "trigger" in options:
+        options = dict(options)
+        ls.set_trigger(options.pop("trigger"), "initializationOptions")
+    ls.suggester.configure(options)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: SpecdServer, params: types.DidChangeConfigurationParams) -> None:
+    """An editor's new trigger settings: `{"specd": {"trigger": {...}}}` (VS Code's section) or
+    `{"trigger": {...}}`, over the config's as in initializationOptions. Other settings: ignored."""
+    settings = params.settings if isinstance(params.settings, dict) else {}
+    section = settings.get("specd") if isinstance(settings.get("specd"), dict) else settings
+    if "trigger" in section:
+        ls.set_trigger(section["trigger"], "workspace/didChangeConfiguration")
 
 
 @server.feature(types.INITIALIZED)
@@ -184,7 +222,8 @@ def did_close(ls: SpecdServer, params: types.DidCloseTextDocumentParams) -> None
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 async def inline_completion(ls: SpecdServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
     uri = params.text_document.uri
-    cursor, suggestion = await ls.suggest(uri, params.position)
+    invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    cursor, suggestion = await ls.suggest(uri, params.position, invoked)
     if suggestion is None:
         return types.InlineCompletionList(items=[])
     item = types.InlineCompletionItem(insert_text=suggestion.text, range=ls.reply_range(cursor, suggestion, uri))
@@ -194,7 +233,9 @@ async def inline_completion(ls: SpecdServer, params: types.InlineCompletionParam
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=[".", "(", " "]))
 async def completion(ls: SpecdServer, params: types.CompletionParams) -> types.CompletionList:
     uri = params.text_document.uri
-    cursor, suggestion = await ls.suggest(uri, params.position)
+    # A client that does not say how it was triggered is taken as typing: automatic.
+    invoked = params.context is not None and params.context.trigger_kind == types.CompletionTriggerKind.Invoked
+    cursor, suggestion = await ls.suggest(uri, params.position, invoked)
     if suggestion is None:
         return types.CompletionList(is_incomplete=True, items=[])
     first = suggestion.text.strip().split("\n", 1)[0]

@@ -8,6 +8,11 @@ is answered here, at once, with nothing; its daemon request is superseded there 
 The suggester owns the connection to the daemon and what it remembers per document (the newest
 request, the suggestion shown); the server owns the documents and passes in what a request needs.
 
+Each request comes with the trigger rules' decision (lsp/trigger.py): ask, after a delay in which
+a newer request for the document makes it stale before it is ever sent; hold (no request, though
+a suggestion typed through keeps its rest); or nothing at all. Held or not, it makes the older
+request stale.
+
 Once a suggestion is shown, the suggester asks the daemon to prefetch its accept branch: the
 request the editor will send after Tab, computed while the user reads, kept in the daemon's
 suggestion cache (daemon/answers.py) and answered from there at once. The daemon runs it only
@@ -34,6 +39,7 @@ from specd.daemon import protocol
 from specd.daemon.client import Client, DaemonError, new_request_id
 from specd.lsp.context import Cursor, Surroundings
 from specd.lsp.postprocess import Suggestion, clean
+from specd.lsp.trigger import ASK, Decision
 from specd.lsp.typed import Shown, rest_after_typing
 
 log = logging.getLogger("specd.lsp")
@@ -111,23 +117,42 @@ class Suggester:
             self.client = None
             self._spawn(client.close())
 
-    async def suggest(self, uri: str, cursor: Cursor, around: Surroundings) -> Suggestion | None:
+    async def suggest(self, uri: str, cursor: Cursor, around: Surroundings,
+                      decision: Decision = ASK) -> Suggestion | None:
+        """What to show at `cursor`, as `decision` (lsp/trigger.py) allows: a request held back or
+        turned off still makes the older one stale, and one typed through still sees its rest."""
         if self.cancel and (older := self.newest.get(uri)) is not None:
             older.set()  # the older request for this document answers nothing, now
         superseded = self.newest[uri] = asyncio.Event()
         try:
+            if decision.action == "off":
+                return None
             shown = self.shown.get(uri)
             rest = rest_after_typing(shown, cursor) if self.reuse else None
             if rest is not None:  # typed through: answer now, verify in the background
                 self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest, shown.replaces_rest)
-                self._spawn(self._verify(uri, cursor, around, self.shown[uri]))
+                if decision.action == "ask":
+                    self._spawn(self._verify(uri, cursor, around, self.shown[uri], decision.delay_ms))
                 return Suggestion(rest, shown.replaces_rest)
+            if decision.action != "ask" or await self._newer_within(uri, superseded, decision.delay_ms):
+                return None
             request = self.request(uri, cursor, around)
             result = await (self._unless_superseded(request, superseded) if self.cancel else self.ask(request))
         finally:
             if self.newest.get(uri) is superseded:
                 del self.newest[uri]
         return self._accept(uri, cursor, result)
+
+    async def _newer_within(self, uri: str, superseded: asyncio.Event, delay_ms: int) -> bool:
+        """Wait `delay_ms` (trigger.delay_ms); True when a newer request for `uri` came meanwhile:
+        this one is then never sent. Whether or not stale requests are cancelled, newest wins."""
+        if delay_ms <= 0:
+            return False
+        try:
+            await asyncio.wait_for(superseded.wait(), delay_ms / 1e3)
+        except TimeoutError:
+            pass
+        return superseded.is_set() or self.newest.get(uri) is not superseded
 
     def request(self, uri: str, cursor: Cursor, around: Surroundings, hints: tuple[str, ...] = ()) -> protocol.Complete:
         return protocol.Complete(
@@ -163,9 +188,14 @@ class Suggester:
             self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text, suggestion.replaces_rest)
         return suggestion
 
-    async def _verify(self, uri: str, cursor: Cursor, around: Surroundings, shown: Shown) -> None:
+    async def _verify(self, uri: str, cursor: Cursor, around: Surroundings, shown: Shown, delay_ms: int = 0) -> None:
         """The target's own continuation, with the typed-through rest as a lookup hint; it
-        replaces the rest as what the next keystroke is checked against."""
+        replaces the rest as what the next keystroke is checked against. After `delay_ms` (the
+        trigger's delay), and only if nothing newer was shown meanwhile."""
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1e3)
+            if self.shown.get(uri) is not shown:
+                return
         result = await self.ask(self.request(uri, cursor, around, hints=(shown.text,)))
         if self.shown.get(uri) is shown:  # nothing newer was shown meanwhile
             self._accept(uri, cursor, result)

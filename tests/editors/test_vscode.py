@@ -105,6 +105,21 @@ def test_the_package_declares_its_settings(vsix):
     assert {"python", "javascript", "typescript", "go", "rust", "c", "cpp"} <= set(languages["default"])
 
 
+def test_the_package_declares_the_trigger_settings_and_the_suggest_key(vsix):
+    """The `[trigger]` knobs as settings (defaults: the config's own), and "specd: Suggest here"
+    on Alt+\\, which asks VS Code for an inline suggestion by hand."""
+    manifest = json.loads(vsix_files(vsix)["extension/package.json"])
+    settings = manifest["contributes"]["configuration"]["properties"]
+    assert {key: (settings[key]["type"], settings[key]["default"]) for key in settings if ".trigger." in key} == {
+        "specd.trigger.auto": ("boolean", True), "specd.trigger.delayMs": ("integer", 0),
+        "specd.trigger.languages": ("object", {}), "specd.trigger.maxLineSuffix": ("integer", -1)}
+    assert {"command": "specd.trigger", "title": "specd: Suggest here"} in manifest["contributes"]["commands"]
+    [binding] = [k for k in manifest["contributes"]["keybindings"] if k["command"] == "specd.trigger"]
+    assert binding["key"] == "alt+\\"
+    bundle = vsix_files(vsix)["extension/" + manifest["main"].removeprefix("./")].decode()
+    assert "editor.action.inlineSuggest.trigger" in bundle and "max_line_suffix" in bundle
+
+
 def test_the_package_activates_for_its_languages(vsix):
     manifest = json.loads(vsix_files(vsix)["extension/package.json"])
     events = manifest["activationEvents"]

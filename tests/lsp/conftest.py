@@ -30,23 +30,44 @@ PY = "def parse(self, value):\n    return value.strip()\n\n\ndef render(self, va
 @pytest.fixture
 async def editor(specd_env):
     """A started `specd lsp` with an open document; the daemon is stopped afterwards."""
-    client = LanguageClient("test-editor", "1")
-    await client.start_io(*specd_command(), env={**os.environ, **specd_env.env})
-    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
-    client.initialized(types.InitializedParams())
-    uri = (specd_env.root / "example.py").as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        types.TextDocumentItem(uri=uri, language_id="python", version=1, text=PY)))
-    client.uri = uri
+    client = await open_editor(specd_env)
     yield client
+    await close_editor(client)
+
+
+async def open_editor(home: Home, options: dict | None = None, language: str = "python") -> LanguageClient:
+    """`specd lsp` started with `options` as initializationOptions and example.py open in
+    `language`; the window/showMessage texts it sends are kept in `client.messages`."""
+    client = LanguageClient("test-editor", "1")
+    client.messages = []
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    def show_message(params: types.ShowMessageParams) -> None:
+        client.messages.append(params.message)
+
+    await client.start_io(*specd_command(), env={**os.environ, **home.env})
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
+                                                         initialization_options=options))
+    client.initialized(types.InitializedParams())
+    uri = (home.root / "example.py").as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id=language, version=1, text=PY)))
+    client.uri = uri
+    return client
+
+
+async def close_editor(client: LanguageClient) -> None:
     await asyncio.wait_for(client.shutdown_async(None), 30)
     client.exit(None)
     await client.stop()
 
 
-def inline(client, line: int, character: int, uri: str | None = None, msg_id: str | None = None):
+def inline(client, line: int, character: int, uri: str | None = None, msg_id: str | None = None,
+           invoked: bool = True):
+    """An inline completion request; `invoked`: asked by hand, else automatic (typing)."""
+    kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
     params = types.InlineCompletionParams(
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+        context=types.InlineCompletionContext(trigger_kind=kind),
         text_document=types.TextDocumentIdentifier(uri or client.uri), position=types.Position(line, character))
     return client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)
 

@@ -78,6 +78,31 @@ def test_a_replay_with_pauses_across_a_folder_reports_each_pause(specd_env, tmp_
     assert 0 <= report["chars_saved"] <= 24
 
 
+def test_replay_counts_the_requests_the_trigger_lets_through(specd_env, tmp_path):
+    """`--delay-ms` and `--max-line-suffix` set the server's trigger rules for the run, and
+    daemon_requests (from the daemon's trace) counts what reached the daemon."""
+    file = tmp_path / "shapes.py"
+    file.write_text(SOURCE)
+
+    def run(*knobs: str) -> dict:
+        out = tmp_path / "report.json"
+        done = specd_env.specd("replay", str(file), "--at", "6:5", "--chars", "6", "--cps", "20", *knobs,
+                               "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        return json.loads(out.read_text())["replay"]
+
+    # Without cancelling (--no-cancel) no request is dropped before it is sent, however long the
+    # daemon takes to start: each key's request (or, typed through, its check) reaches it.
+    plain = run("--no-cancel")
+    assert plain["sent"] == 6 and plain["daemon_requests"] == 6, plain
+    # Keys 50 ms apart, each request waiting a second: only the last key's is ever sent.
+    delayed = run("--no-cancel", "--delay-ms", "1000")
+    assert delayed["sent"] == 6 and delayed["daemon_requests"] == 1, delayed
+    # " 2 * (width + height)" is right of the cursor: 15 characters that count, more than 8.
+    held = run("--max-line-suffix", "8")
+    assert held["sent"] == 6 and held["daemon_requests"] == 0 and held["answered"] == 0, held
+
+
 def test_replay_refuses_a_command_line_it_cannot_serve(specd_env, tmp_path):
     file = tmp_path / "shapes.py"
     file.write_text(SOURCE)
@@ -85,6 +110,9 @@ def test_replay_refuses_a_command_line_it_cannot_serve(specd_env, tmp_path):
                        ((str(file), "--at", "6:5", "--files", "2"), "one or the other"),
                        ((str(tmp_path / "nothing"), "--files", "2"), "does not exist"),
                        ((str(file), "--files", "900"), "places to type"),
-                       ((str(file), "--at", "6:5", "--pause-ms", "-1"), "not negative")]:
+                       ((str(file), "--at", "6:5", "--pause-ms", "-1"), "not negative"),
+                       ((str(file), "--at", "6:5", "--chars", "6", "--delay-ms", "-1"), "--delay-ms must be 0..10000"),
+                       ((str(file), "--at", "6:5", "--chars", "6", "--max-line-suffix", "-3"),
+                        "--max-line-suffix must be -1")]:
         done = specd_env.specd("replay", *args)
         assert done.returncode == 2 and said in done.stderr, (args, done.stderr)

@@ -6,6 +6,12 @@
 // for ghost text beyond the document selector. Where the cursor rests without typing (a file
 // opened or switched to, a click, a jump), the server is told (`specd/didFocus`) and has the
 // daemon read the document there before the first key.
+//
+// When to ask is the server's to decide (its `[trigger]` rules), so that every editor behaves
+// alike: the `specd.trigger.*` settings the user set go to it as initializationOptions and, when
+// they change, as workspace/didChangeConfiguration; one left unset keeps the config file's value.
+// `specd: Suggest here` asks VS Code for an inline suggestion by hand (trigger kind Invoked),
+// which the server serves even with `specd.trigger.auto` off.
 import * as vscode from 'vscode';
 import {
   LanguageClient,
@@ -17,6 +23,13 @@ import {
 const SECTION = 'specd';
 const DID_FOCUS = 'specd/didFocus';
 const FOCUS_MS = 300; // the cursor rests this long before the server is told; each move restarts it
+// VS Code's setting under `specd.trigger.` -> the server's name for it (lsp/trigger.py)
+const TRIGGER_SETTINGS: Record<string, string> = {
+  auto: 'auto',
+  delayMs: 'delay_ms',
+  languages: 'languages',
+  maxLineSuffix: 'max_line_suffix',
+};
 
 let client: LanguageClient | undefined;
 let starting: Promise<void> | undefined;
@@ -38,6 +51,20 @@ function readSettings(): Settings {
   };
 }
 
+// Only the settings the user set (in any scope): the others leave the config file's values.
+function triggerOptions(): Record<string, unknown> {
+  const config = vscode.workspace.getConfiguration(`${SECTION}.trigger`);
+  const options: Record<string, unknown> = {};
+  for (const [setting, name] of Object.entries(TRIGGER_SETTINGS)) {
+    const set = config.inspect(setting);
+    const value = set?.workspaceFolderValue ?? set?.workspaceValue ?? set?.globalValue;
+    if (value !== undefined) {
+      options[name] = value;
+    }
+  }
+  return options;
+}
+
 function serves(document: vscode.TextDocument, settings: Settings): boolean {
   return settings.languages.includes(document.languageId);
 }
@@ -49,6 +76,7 @@ function createClient(settings: Settings): LanguageClient {
     transport: TransportKind.stdio,
   };
   const clientOptions: LanguageClientOptions = {
+    initializationOptions: { trigger: triggerOptions() },
     documentSelector: settings.languages.flatMap((language) => [
       { scheme: 'file', language },
       { scheme: 'untitled', language },
@@ -114,6 +142,16 @@ async function stop(): Promise<void> {
   }
 }
 
+// The server checks the values: one it refuses is shown as its message, and it goes on with the
+// config file's.
+function sendTriggerSettings(): void {
+  if (client?.isRunning()) {
+    void client.sendNotification('workspace/didChangeConfiguration', {
+      settings: { [SECTION]: { trigger: triggerOptions() } },
+    });
+  }
+}
+
 async function restart(): Promise<void> {
   await stop();
   await startIfNeeded();
@@ -122,6 +160,9 @@ async function restart(): Promise<void> {
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   context.subscriptions.push(
     vscode.commands.registerCommand('specd.restart', restart),
+    vscode.commands.registerCommand('specd.trigger', () =>
+      vscode.commands.executeCommand('editor.action.inlineSuggest.trigger'),
+    ),
     vscode.workspace.onDidOpenTextDocument(() => startIfNeeded()),
     vscode.workspace.onDidChangeTextDocument(() => {
       lastEdit = Date.now();
@@ -131,6 +172,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration(`${SECTION}.path`) || event.affectsConfiguration(`${SECTION}.languages`)) {
         void restart();
+      } else if (event.affectsConfiguration(`${SECTION}.trigger`)) {
+        sendTriggerSettings();
       }
     }),
   );

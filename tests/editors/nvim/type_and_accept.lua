@@ -2,39 +2,10 @@
 -- presses the accept key before any suggestion can exist (it must type as usual), types
 -- $SPECD_NVIM_TYPE on a new last line, waits for the ghost text, accepts it. What it saw goes to
 -- $SPECD_NVIM_RESULT as JSON; then it quits. tests/editors/test_nvim.py judges it.
---
--- Keys go in with nvim_input from a coroutine resumed by vim.defer_fn, so Neovim processes them
--- as typing (vim.wait does not process them; nvim_feedkeys with 'x!' hangs with no UI).
+local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'harness.lua'))
 local env = vim.env
-local ns = vim.api.nvim_create_namespace('nvim.lsp.inline_completion')
-local result = {}
-local co
-
-local function finish(err)
-  result.error = err
-  vim.fn.writefile({ vim.json.encode(result) }, env.SPECD_NVIM_RESULT)
-  vim.cmd('qall!')
-end
-
-local function resume()
-  local ok, err = coroutine.resume(co)
-  if not ok then
-    finish(debug.traceback(co, err))
-  end
-end
-
-local function sleep(ms)
-  vim.defer_fn(resume, ms)
-  coroutine.yield()
-end
-
-local function wait_for(what, timeout_ms, done)
-  local deadline = vim.uv.now() + timeout_ms
-  while not done() do
-    assert(vim.uv.now() < deadline, ('timed out after %d ms waiting for %s'):format(timeout_ms, what))
-    sleep(50)
-  end
-end
+local result = H.result
+local sleep, wait_for, ghost_marks, finish = H.sleep, H.wait_for, H.ghost_marks, H.finish
 
 --- Types like a person: one key at a time, `gap_ms` apart (under Neovim's 200 ms debounce).
 local function type_text(text, gap_ms)
@@ -42,10 +13,6 @@ local function type_text(text, gap_ms)
     vim.api.nvim_input(ch == '<' and '<lt>' or ch)
     sleep(gap_ms)
   end
-end
-
-local function ghost_marks()
-  return vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })
 end
 
 --- The ghost text as the person sees it: its position, the rest of its first line, further lines.
@@ -153,9 +120,6 @@ local function play()
   finish(nil)
 end
 
-vim.g.loaded_python3_provider = 0
 vim.o.autoindent = false
 vim.o.expandtab = false
-vim.cmd('filetype on')
-co = coroutine.create(play)
-vim.defer_fn(resume, 0)
+H.play(play)

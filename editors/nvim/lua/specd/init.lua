@@ -2,7 +2,9 @@
 --- text (vim.lsp.inline_completion) and maps a key that accepts the ghost text when there is one
 --- and otherwise does what the key does without the mapping. Where the cursor rests outside insert
 --- mode (a file opened or entered, a jump), it tells specd (`specd/didFocus`), which reads the
---- document there ahead of the first key.
+--- document there ahead of the first key. When to ask is the server's `[trigger]` rules, which
+--- `trigger` overrides; `suggest_key` asks by hand (LSP's trigger kind Invoked), which the server
+--- serves even with automatic suggestions off.
 local M = {}
 
 local NAME = 'specd'
@@ -18,8 +20,14 @@ M.defaults = {
   },
   --- Insert-mode key that accepts the ghost text; without one it types as usual. false: no mapping.
   accept_key = '<Tab>',
+  --- Insert-mode key that asks for a suggestion here, by hand. false: no mapping.
+  suggest_key = '<M-\\>',
   --- ms the cursor rests outside insert mode before specd is told where (false: never told).
   focus_ms = 300,
+  --- Over specd's `[trigger]` config (a field left out keeps the config's): auto (boolean),
+  --- delay_ms (integer), languages ({ [filetype] = boolean, ['*'] = boolean }), max_line_suffix
+  --- (integer, -1: never). Sent as init_options.trigger; the server checks them.
+  trigger = {},
   --- Extra fields for vim.lsp.config (cmd_env, init_options, settings, on_attach, ...).
   lsp = {},
 }
@@ -33,6 +41,22 @@ local function accept_or(key)
     end
     return key
   end
+end
+
+--- Asks for inline completion at the cursor by hand. Neovim 0.12 has no public call for that, so
+--- this reaches its per-buffer inline-completion state (vim.lsp._capability): the answer is then
+--- shown, cycled and accepted as any other. The pending automatic request is dropped first: sent
+--- after this one, it would make this one stale in the server (newest wins).
+local function suggest_here()
+  local ok, capability = pcall(require, 'vim.lsp._capability')
+  local completor = ok and capability.all.inline_completion
+    and capability.all.inline_completion.active[vim.api.nvim_get_current_buf()]
+  if not (completor and completor.request and completor.reset_timer) then
+    vim.notify('specd: this Neovim cannot ask for inline completion by hand', vim.log.levels.WARN)
+    return
+  end
+  completor:reset_timer()
+  completor:request(vim.lsp.protocol.InlineCompletionTriggerKind.Invoked)
 end
 
 --- Tells specd where the cursor rests in `buf` once it has rested `ms` there: each move restarts
@@ -74,16 +98,23 @@ local function on_specd_attach(buf, opts, group)
       desc = 'specd: accept the ghost text, else ' .. opts.accept_key,
     })
   end
+  if opts.suggest_key then
+    vim.keymap.set('i', opts.suggest_key, suggest_here, { buffer = buf, desc = 'specd: suggest here' })
+  end
   if opts.focus_ms then
     send_focus_after_rest(buf, group, opts.focus_ms)
   end
 end
 
---- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, focus_ms?: integer|false, lsp?: table}
+--- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, suggest_key?: string|false, focus_ms?: integer|false, trigger?: table, lsp?: table}
 function M.setup(opts)
   opts = vim.tbl_deep_extend('force', M.defaults, opts or {})
   assert(vim.lsp.inline_completion, 'specd: needs Neovim 0.12 (vim.lsp.inline_completion)')
 
+  local lsp = vim.deepcopy(opts.lsp)
+  if next(opts.trigger) then
+    lsp.init_options = vim.tbl_deep_extend('force', lsp.init_options or {}, { trigger = opts.trigger })
+  end
   vim.lsp.config(NAME, vim.tbl_extend('force', {
     cmd = opts.cmd,
     filetypes = opts.filetypes,
@@ -91,7 +122,7 @@ function M.setup(opts)
     -- can serve as context for the others.
     root_dir = function(_, on_dir) on_dir(vim.fn.getcwd()) end,
     reuse_client = function(client, config) return client.name == config.name end,
-  }, opts.lsp))
+  }, lsp))
 
   local group = vim.api.nvim_create_augroup('specd', { clear = true })
   vim.api.nvim_create_autocmd('LspAttach', {
