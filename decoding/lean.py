@@ -97,7 +97,10 @@ class Lean:
         q = a.q_proj(x).view(s, self.heads, self.head_dim).transpose(0, 1)        # [H, S, D]
         k = a.k_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)     # [H_kv, S, D]
         v = a.v_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)
-        q, k = _rotate(q, *rotary), _rotate(k, *rotary)
+        # the tables in the activations' dtype, as transformers' rotary hands them over: a bf16 model's
+        # keys stay bf16 (its cache's dtype) and are the bits its own forward writes
+        cos, sin = (table.to(x.dtype) for table in rotary)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         cached_k, cached_v = kv.update(k[None], v[None])                           # [1, H_kv, capacity, D]
         out = folded(q[None], cached_k[:, :, :keys], cached_v[:, :, :keys], mask, self.scaling,
                      self.heads // self.kv_heads)                                  # [1, H, S, D]
