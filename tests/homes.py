@@ -82,6 +82,14 @@ class Home:
             time.sleep(0.01)
 
 
+def config_file(folder: Path, text: str) -> Path:
+    """`text` as folder/config.toml, owner-only, as a user's config file is."""
+    path = folder / "config.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
 def make_home(root: Path, target: Path, draft: Path, **daemon) -> Home:
     for name in ("run", "state", "cache"):
         (root / name).mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,7 @@ import pytest
 from specd.daemon.config import ConfigError, load_config
 from specd.decoding.prompt import TEMPLATES, Budget
 from specd.decoding.textprompt import fim_text, guess_family, prefix_window, suffix_window
-
-
-def config_file(tmp_path, text: str):
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    path.chmod(0o600)
-    return path
+from tests.homes import config_file
 
 
 def test_the_default_backend_is_the_local_engine(tmp_path):

@@ -5,13 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specd.daemon.config import ConfigError, Trigger, load_config, render
-
-
-def config_file(tmp_path, text: str):
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    path.chmod(0o600)
-    return path
+from tests.homes import config_file
 
 
 def test_the_trigger_defaults_complete_everywhere_at_once(tmp_path):

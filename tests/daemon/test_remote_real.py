@@ -168,15 +168,13 @@ def test_a_server_killed_mid_stream_is_said_and_found_again(server):
 
 def test_eight_editors_typing_through_one_server_lose_nothing(server, tmp_path):
     """`specd stress`: eight `specd lsp` processes typing against one daemon whose backend is the server."""
-    from tests.homes import SPECD
+    from tests.homes import SPECD, config_file
 
-    config = tmp_path / "config.toml"
     # short prompts: one slot on a CPU reads ~40 prompt tokens a second, and the eight last keys
     # are answered one after another within the editors' 30 s of grace
-    config.write_text(f'[backend]\nkind = "server"\nurl = "{server.url}"\nmodel = "qwen2.5-coder-1.5b-instruct"\n'
-                      "timeout_s = 120\n[engine]\nprefix_tokens = 48\nsuffix_tokens = 0\n"
-                      "[completion]\nmax_tokens = 6\n")
-    config.chmod(0o600)
+    config = config_file(tmp_path, f'[backend]\nkind = "server"\nurl = "{server.url}"\n'
+                         'model = "qwen2.5-coder-1.5b-instruct"\ntimeout_s = 120\n'
+                         "[engine]\nprefix_tokens = 48\nsuffix_tokens = 0\n[completion]\nmax_tokens = 6\n")
     out = tmp_path / "stress.json"
     done = subprocess.run([SPECD, "--config", str(config), "stress", "--clients", "8", "--cps", "4", "--seconds", "10",
                            "--json", str(out)], capture_output=True, text=True, timeout=900)
@@ -198,7 +196,7 @@ async def test_through_specd_lsp_the_suggestion_is_the_servers_own_greedy_output
     from specd.lsp.context import cursor_at
     from specd.lsp.postprocess import clean
     from specd.lsp.replay import specd_command
-    from tests.homes import SPECD
+    from tests.homes import SPECD, config_file
 
     uri = (tmp_path / "fib.py").as_uri()
     cursor = cursor_at(TextDocument(uri, FIB), types.Position(4, 0), "auto")   # examples/fib.py at 5:1
@@ -212,10 +210,9 @@ async def test_through_specd_lsp_the_suggestion_is_the_servers_own_greedy_output
 
     for name in ("run", "state", "cache"):
         (tmp_path / name).mkdir(mode=0o700)
-    config = tmp_path / "config.toml"
-    config.write_text(f'[backend]\nkind = "server"\nurl = "{server.url}"\nmodel = "qwen2.5-coder-1.5b-instruct"\n'
-                      "timeout_s = 120\n[completion]\nmax_tokens = 24\nfirst_line_ms = 0\ncut_ms = 0\n")
-    config.chmod(0o600)
+    config = config_file(tmp_path, f'[backend]\nkind = "server"\nurl = "{server.url}"\n'
+                         'model = "qwen2.5-coder-1.5b-instruct"\ntimeout_s = 120\n'
+                         "[completion]\nmax_tokens = 24\nfirst_line_ms = 0\ncut_ms = 0\n")
     env = {**os.environ, "SPECD_CONFIG": str(config), "XDG_RUNTIME_DIR": str(tmp_path / "run"),
            "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     client = LanguageClient("test-editor", "1")
