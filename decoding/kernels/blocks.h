@@ -52,6 +52,16 @@ _Static_assert(sizeof(act_k) == 292, "a K-quant activation block is 292 bytes");
 
 float fp16_to_float(uint16_t h);
 
+/* A pass reads each weight once, from memory, and the hardware prefetcher alone left the kernels
+ * waiting on it: the built-in target's matmuls read 9 GB/s where two cores stream 20 (2-core Xeon).
+ * So each block asks for the bytes PREFETCH past it: measured 4, 8, 16 and 32 Q4_K blocks ahead,
+ * 16 was best (the width-1 matmuls 2.2x faster; width 4 1.4x). A prefetch never faults, so asking
+ * past a tensor's end is harmless. */
+#define PREFETCH 2304
+static inline void ahead(const void *block, int bytes) {
+    for (int i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)block + PREFETCH + i, 0, 3);
+}
+
 /* Q4_K's packed six-bit scale and minimum of sub-block j (0..7) */
 static inline void q4k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

@@ -55,6 +55,7 @@ float dot_q4k(const block_q4k *w, const act_k *x, int k) {
     int32_t q[32];
     for (int b = 0; b < k / QK; b++, w++, x++) {
         int32_t lane[8] = {0}, summ[8];
+        ahead(w, sizeof *w);
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
             q4k_scale_min(w->scales, j, &sc, &m);
@@ -84,6 +85,7 @@ float dot_q6k(const block_q6k *w, const act_k *x, int k) {
     int32_t q[32];
     for (int b = 0; b < k / QK; b++, w++, x++) {
         int32_t lane[8] = {0}, offset[8];
+        ahead(w, sizeof *w);
         for (int j = 0; j < 8; j++) {
             q6k_chunk(w, j, q);
             for (int i = 0; i < 32; i++) q[i] *= w->scales[2 * j + i / 16];
@@ -102,6 +104,7 @@ float dot_q80(const block_q80 *w, const act_32 *x, int k) {
     int32_t q[32];
     for (int b = 0; b < k / QB; b++, w++, x++) {
         int32_t lane[8] = {0};
+        ahead(w, sizeof *w);
         for (int i = 0; i < 32; i++) q[i] = w->qs[i];
         block_lanes(lane, q, x->q);
         lanes_fma(lanes, fp16_to_float(w->d) * x->d, lane);

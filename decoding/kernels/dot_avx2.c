@@ -51,6 +51,7 @@ INLINE void q4k_rows(const block_q4k *w, const act_k *x, int x_stride, const int
     const __m256i low4 = _mm256_set1_epi8(15);
     for (int b = 0; b < k / QK; b++, w++, x++) {
         uint8_t sc[8], m[8];
+        ahead(w, sizeof *w);
         q4k_unpack(w->scales, sc, m);
         __m256i sum[ROWS];
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
@@ -84,6 +85,7 @@ INLINE void q6k_rows(const block_q6k *w, const act_k *x, int x_stride, const int
     const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
     for (int b = 0; b < k / QK; b++, w++, x++) {
         __m256i sum[ROWS];
+        ahead(w, sizeof *w);
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
@@ -140,6 +142,7 @@ AVX2 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k) {
     __m256 acc = _mm256_setzero_ps();
     const __m256i ones = _mm256_set1_epi16(1);
     for (int b = 0; b < k / QB; b++, w++, x++) {
+        ahead(w, sizeof *w);
         __m256i wq = _mm256_loadu_si256((const __m256i *)w->qs);
         __m256i xq = _mm256_loadu_si256((const __m256i *)x->q);
         __m256i sum = lanes(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq), ones);
