@@ -20,7 +20,8 @@ $(PLAN): FORCE
 	@plan=$$($(PYTHON) models/gpu.py pip-args $(TORCH_CUDA) 2>$(PLAN).why) || { cat $(PLAN).why; exit 1; }; \
 	if [ ! -f $@ ] || [ "$$(cat $@)" != "$$plan" ]; then cat $(PLAN).why; echo "$$plan" > $@; fi
 
-$(STAMP): pyproject.toml constraints.txt $(PLAN)
+# the kernels' sources too: a checkout with new C code rebuilds the library it loads
+$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard decoding/kernels/*.c decoding/kernels/*.h) $(PLAN)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch pinned (2.13.0): a CUDA build named by its tag where a GPU is, since a CPU file offered

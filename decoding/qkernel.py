@@ -8,9 +8,9 @@ Why our own: on an x86 CPU without avx512_bf16 torch's int4 kernel is compute-bo
 
 Exactness: each output value is one dot product, integer inside each block of 32 and float across
 blocks in one fixed order, computed whole by one thread; so a row's bits depend on that row alone,
-never on the rows beside it or the thread count (tests/decoding/test_qkernel.py). The AVX2 code
-computes the portable code's very bits (the same operations in the same order), so the choice
-between them, made at run time from the CPU's flags, changes speed only.
+never on the rows beside it or the thread count (tests/decoding/test_qkernel.py). The AVX2 and
+AVX-512 code compute the portable code's very bits (the same float operations in the same order),
+so the choice between them, made at run time from the CPU's flags, changes speed only.
 """
 
 from __future__ import annotations
@@ -46,10 +46,24 @@ def library() -> ctypes.CDLL:
     lib.specd_matmul.argtypes = [i, p, i, i, p, i, p, p, p]
     lib.specd_rows.argtypes = [i, p, i, p, i, p]
     lib.specd_threads.argtypes = [i]
-    lib.specd_kernel_avx2.argtypes = [i]
+    lib.specd_kernel_level.argtypes = [i]
     lib.specd_act_bytes.argtypes = [i, i]
     lib.specd_threads(torch.get_num_threads())
+    _force_from_environment(lib)
     return lib
+
+
+def _force_from_environment(lib: ctypes.CDLL) -> None:
+    """$SPECD_KERNELS (portable, avx2) runs lower kernels than the CPU has, as ATEN_CPU_CAPABILITY
+    does for torch: how an AVX-512 machine measures what an AVX2 laptop gets. Never higher."""
+    import os
+
+    wanted = os.environ.get("SPECD_KERNELS", "")
+    if not wanted:
+        return
+    if wanted not in LEVELS:
+        raise ValueError(f"SPECD_KERNELS={wanted!r}: expected one of {', '.join(LEVELS)}")
+    lib.specd_kernel_level(LEVELS.index(wanted))
 
 
 def available() -> bool:
@@ -60,9 +74,21 @@ def available() -> bool:
     return True
 
 
-def uses_avx2(force: int = -1) -> bool:
-    """Whether the AVX2 kernels run (else the portable ones); `force` 0/1 chooses, for tests."""
-    return bool(library().specd_kernel_avx2(force))
+LEVELS = ("portable", "avx2", "avx512")
+
+
+def level(force: str | None = None) -> str:
+    """Which kernels run: "portable", "avx2" or "avx512" (the best this CPU has unless forced;
+    `force` chooses a lower one, for tests and comparisons: they all compute the same bits)."""
+    return LEVELS[library().specd_kernel_level(-1 if force is None else LEVELS.index(force))]
+
+
+def best_level() -> str:
+    """The best kernels this CPU runs, whatever is forced now."""
+    now = level()
+    best = level("avx512")
+    level(now)
+    return best
 
 
 def threads(n: int) -> int:

@@ -11,6 +11,7 @@
 #define SPECD_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define QK 256        /* weights per K-quant super-block */
 #define QB 32         /* values per activation block and per Q8_0 block */
@@ -73,15 +74,29 @@ static inline void q4k_scale_min(const uint8_t *s, int j, uint8_t *sc, uint8_t *
     }
 }
 
-/* one weight row against one activation row, K values: the portable versions and the AVX2 ones */
+/* Q4_K's eight six-bit scales (sc) and minimums (m) of a super-block, as bytes */
+static inline void q4k_unpack(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t a, b, c;
+    memcpy(&a, s, 4), memcpy(&b, s + 4, 4), memcpy(&c, s + 8, 4);
+    uint32_t out[4] = {a & 0x3f3f3f3fu, (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u),
+                       b & 0x3f3f3f3fu, ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)};
+    memcpy(sc, out, 8), memcpy(m, out + 2, 8);
+}
+
+/* one weight row against one activation row, K values: the portable versions, the AVX2 ones and
+ * (K-quants only) the AVX-512 ones */
 float dot_q4k(const block_q4k *w, const act_k *x, int k);
 float dot_q6k(const block_q6k *w, const act_k *x, int k);
 float dot_q80(const block_q80 *w, const act_32 *x, int k);
-/* the AVX2 K-quant kernels take up to ROWS activation rows at once, `x_stride` blocks apart */
+/* the AVX2 K-quant kernels take up to ROWS activation rows at once, `x_stride` blocks apart; the
+ * AVX-512 ones, with twice the registers, up to ROWS512 */
 #define ROWS 4
+#define ROWS512 8
 void dot_q4k_avx2(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out);
 void dot_q6k_avx2(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out);
 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k);
+void dot_q4k_avx512(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out);
+void dot_q6k_avx512(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out);
 void quantize_k(const float *x, act_k *out, int k);
 void quantize_32(const float *x, act_32 *out, int k);
 void quantize_k_avx2(const float *x, act_k *out, int k);

@@ -13,12 +13,9 @@
 #include "blocks.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE AVX2 static inline __attribute__((always_inline))
 
-AVX2 static inline float reduce8(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));  /* a_i + a_{i+4} */
-    __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));                                    /* s0+s2, s1+s3 */
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
+#include "reduce8.h"
 
 AVX2 static inline float half(uint16_t h) {
     return _cvtsh_ss(h);
@@ -30,19 +27,9 @@ AVX2 static inline __m256i lanes(__m256i w, __m256i q, __m256i scale) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), scale);
 }
 
-/* Q4_K's eight six-bit scales (sc) and minimums (m) of a super-block, as bytes */
-static inline void q4k_unpack(const uint8_t *s, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t a, b, c;
-    memcpy(&a, s, 4), memcpy(&b, s + 4, 4), memcpy(&c, s + 8, 4);
-    uint32_t out[4] = {a & 0x3f3f3f3fu, (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u),
-                       b & 0x3f3f3f3fu, ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)};
-    memcpy(sc, out, 8), memcpy(m, out + 2, 8);
-}
-
 /* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: each run of 32
  * weights is decoded once and meets every row while in registers; each row's integer sums are
  * exact in any order, and its float operations run as for that row alone. */
-#define INLINE AVX2 static inline __attribute__((always_inline))
 
 /* `rows` is a constant in each caller below, so every row's accumulators stay in registers */
 INLINE void q4k_rows(const block_q4k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {

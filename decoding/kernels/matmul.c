@@ -12,7 +12,7 @@
 
 enum { Q4_K = 12, Q6_K = 14, Q8_0 = 8 };  /* GGML's type numbers */
 
-/* one weight row against `rows` (1..ROWS) activation rows `stride` bytes apart */
+/* one weight row against `rows` (1..ROWS, or ROWS512 for the AVX-512 K-quants) activation rows `stride` bytes apart */
 typedef void (*dot_fn)(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out);
 typedef void (*quant_fn)(const float *x, void *out, int k);
 
@@ -40,34 +40,53 @@ static void q6k_rows_avx2(const void *w, const uint8_t *x, size_t stride, int ro
 static void q80_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
     for (int r = 0; r < rows; r++) out[r] = dot_q80_avx2(w, (const act_32 *)(x + stride * r), k);
 }
+
+static void q4k_rows_avx512(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    dot_q4k_avx512(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
+}
+
+static void q6k_rows_avx512(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    dot_q6k_avx512(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
+}
 #endif
 
-static int use_avx2 = -1;  /* -1: not decided yet */
+enum { PORTABLE, AVX2, AVX512 };
+static int level = -1;  /* the kernels in use; -1: not decided yet */
 
-static int cpu_has_avx2(void) {
+/* The best body this CPU runs: AVX-512 needs AVX512BW (bytes and words), VL and VNNI besides AVX2's. */
+static int cpu_level(void) {
 #if defined(__x86_64__) || defined(_M_X64)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        return PORTABLE;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        return AVX512;
+    return AVX2;
 #else
-    return 0;
+    return PORTABLE;
 #endif
 }
 
-static int avx2(void) {
-    if (use_avx2 < 0) use_avx2 = cpu_has_avx2();
-    return use_avx2;
+/* The kernels that run here: 0 portable, 1 AVX2, 2 AVX-512. `force` 0..2 chooses (for tests and
+ * comparisons; never above what the CPU has), -1 asks. */
+int specd_kernel_level(int force) {
+    int best = cpu_level();
+    if (force >= 0) level = force < best ? force : best;
+    if (level < 0) level = best;
+    return level;
 }
 
-/* 1: the AVX2 kernels run here; 0: the portable ones. `force` 0 or 1 chooses (for tests; 1 only
- * where the CPU has them), -1 asks. */
-int specd_kernel_avx2(int force) {
-    if (force >= 0) use_avx2 = force && cpu_has_avx2();
-    return avx2();
-}
-
-static dot_fn pick_dot(int type) {
+/* the dot product for `type` here, and how many activation rows it takes at once (`*rows`) */
+static dot_fn pick_dot(int type, int *rows) {
+    *rows = ROWS;
 #if defined(__x86_64__) || defined(_M_X64)
-    if (avx2()) {
+    int here = specd_kernel_level(-1);
+    if (here == AVX512 && (type == Q4_K || type == Q6_K)) {
+        *rows = ROWS512;
+        return type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512;
+    }
+    if (here >= AVX2) {
         switch (type) {
         case Q4_K: return q4k_rows_avx2;
         case Q6_K: return q6k_rows_avx2;
@@ -85,7 +104,7 @@ static dot_fn pick_dot(int type) {
 
 static quant_fn pick_quant(int type) {
 #if defined(__x86_64__) || defined(_M_X64)
-    if (avx2()) return type == Q8_0 ? (quant_fn)quantize_32_avx2 : (quant_fn)quantize_k_avx2;
+    if (specd_kernel_level(-1) >= AVX2) return type == Q8_0 ? (quant_fn)quantize_32_avx2 : (quant_fn)quantize_k_avx2;
 #endif
     return type == Q8_0 ? (quant_fn)quantize_32 : (quant_fn)quantize_k;
 }
@@ -106,6 +125,7 @@ static size_t row_bytes(int type, int k) {
 
 typedef struct {
     dot_fn dot;
+    int rows;            /* activation rows `dot` takes at once */
     const uint8_t *w;
     size_t stride;       /* bytes per weight row */
     const uint8_t *x;
@@ -121,10 +141,10 @@ static void matmul_part(void *arg, int start, int end) {
     const matmul_job *job = arg;
     for (int n0 = start; n0 < end; n0 += COLUMNS) {
         int n1 = n0 + COLUMNS < end ? n0 + COLUMNS : end;
-        for (int m = 0; m < job->m; m += ROWS) {
-            int rows = job->m - m < ROWS ? job->m - m : ROWS;
+        for (int m = 0; m < job->m; m += job->rows) {
+            int rows = job->m - m < job->rows ? job->m - m : job->rows;
             const uint8_t *x = job->x + job->x_stride * m;
-            float out[ROWS];
+            float out[ROWS512];
             for (int n = n0; n < n1; n++) {
                 job->dot(job->w + job->stride * n, x, job->x_stride, rows, job->k, out);
                 float b = job->bias ? job->bias[n] : 0.0f;
@@ -139,12 +159,13 @@ static void matmul_part(void *arg, int start, int end) {
  * `scratch` holds m * specd_act_bytes(type, k) bytes. */
 int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch,
                  const float *bias) {
-    dot_fn dot = pick_dot(type);
+    int at_once;
+    dot_fn dot = pick_dot(type, &at_once);
     if (dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
     quant_fn quant = pick_quant(type);
     size_t stride = (size_t)specd_act_bytes(type, k);
     for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
-    matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
+    matmul_job job = {dot, at_once, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
     pool_run(matmul_part, &job, n, COLUMNS);
     return 0;
 }

@@ -1,8 +1,12 @@
 """specd's CPU kernels: what they compute (against gguf's own dequantization), that a row's bits do
-not depend on the rows beside it or the thread count, and that the AVX2 code computes the portable
-code's very bits."""
+not depend on the rows beside it or the thread count, and that the AVX2 and AVX-512 code compute
+the portable code's very bits."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -76,18 +80,40 @@ def test_the_kernels_bias_is_torchs_add(kind, k):
     assert torch.equal(layer(x), qkernel.matmul(kind, blocks, x) + bias)
 
 
-@pytest.mark.skipif(not qkernel.uses_avx2(), reason="this CPU has no AVX2")
-@pytest.mark.parametrize("kind,k", KINDS)
-def test_avx2_computes_the_portable_bits(kind, k):
+ROWS = (1, 2, 3, 4, 5, 7, 8, 11)
+FAST = [name for name in qkernel.LEVELS[1:] if qkernel.available()
+        and qkernel.LEVELS.index(name) <= qkernel.LEVELS.index(qkernel.best_level())]
+
+
+@pytest.mark.skipif(not FAST, reason="this CPU has neither AVX2 nor AVX-512")
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("kind,k", KINDS + [(qkernel.Q4_K, 1536), (qkernel.Q6_K, 1536)])
+def test_each_simd_body_computes_the_portable_bits(fast, kind, k):
+    """Every row count a kernel call takes (1..4 rows at once for AVX2, 1..8 for AVX-512, then
+    more), with activations large enough that the integer sums and the float lanes carry real weight."""
     blocks = random_blocks(kind, 33, k, seed=4)
-    x = torch.randn(6, k, generator=torch.Generator().manual_seed(5)) * 3
-    fast = qkernel.matmul(kind, blocks, x)
-    qkernel.uses_avx2(0)
+    x = torch.randn(max(ROWS), k, generator=torch.Generator().manual_seed(5)) * 3
+    best = qkernel.level()
     try:
-        portable = qkernel.matmul(kind, blocks, x)
+        assert qkernel.level(fast) == fast
+        got = [qkernel.matmul(kind, blocks, x[:m]) for m in ROWS]
+        assert qkernel.level("portable") == "portable"
+        portable = [qkernel.matmul(kind, blocks, x[:m]) for m in ROWS]
     finally:
-        qkernel.uses_avx2(1)
-    assert torch.equal(fast, portable)
+        qkernel.level(best)
+    for m, a, b in zip(ROWS, got, portable):
+        assert torch.equal(a, b), f"{fast} differs from the portable code with {m} rows"
+
+
+def test_the_best_level_follows_the_cpus_flags():
+    from specd.models.cpu import all_flags
+
+    flags = all_flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo here")
+    wanted = ("avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+              else "avx2" if {"avx2", "fma", "f16c"} <= flags else "portable")
+    assert qkernel.best_level() == wanted and qkernel.level() == wanted
 
 
 @pytest.mark.parametrize("kind,k", KINDS)
@@ -122,3 +148,16 @@ def test_shapes_the_blocks_cannot_hold_are_refused():
         qkernel.matmul(qkernel.Q8_0, blocks, torch.randn(1, 96))
     with pytest.raises(AssertionError, match="within the vocabulary"):
         qkernel.rows(qkernel.Q8_0, blocks, torch.tensor([4]))
+
+
+@pytest.mark.parametrize("wanted", ["portable", "avx2", "bogus"])
+def test_specd_kernels_chooses_lower_kernels_and_names_a_bad_value(wanted):
+    env = {**os.environ, "SPECD_KERNELS": wanted}
+    run = subprocess.run([sys.executable, "-c", "from specd.decoding import qkernel; print(qkernel.level())"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    if wanted == "bogus":
+        assert run.returncode != 0 and "SPECD_KERNELS='bogus': expected one of portable, avx2, avx512" in run.stderr
+    else:
+        order = qkernel.LEVELS
+        expected = wanted if order.index(wanted) <= order.index(qkernel.best_level()) else qkernel.best_level()
+        assert run.returncode == 0 and run.stdout.strip() == expected, run.stderr
