@@ -54,7 +54,7 @@ def library() -> ctypes.CDLL:
 
 
 def _force_from_environment(lib: ctypes.CDLL) -> None:
-    """$SPECD_KERNELS (portable, avx2) runs lower kernels than the CPU has, as ATEN_CPU_CAPABILITY
+    """$SPECD_KERNELS (portable, avx2, avxvnni) runs lower kernels than the CPU has, as ATEN_CPU_CAPABILITY
     does for torch: how an AVX-512 machine measures what an AVX2 laptop gets. Never higher."""
     import os
 
@@ -74,12 +74,13 @@ def available() -> bool:
     return True
 
 
-LEVELS = ("portable", "avx2", "avx512")
+LEVELS = ("portable", "avx2", "avxvnni", "avx512")
 
 
 def level(force: str | None = None) -> str:
-    """Which kernels run: "portable", "avx2" or "avx512" (the best this CPU has unless forced;
-    `force` chooses a lower one, for tests and comparisons: they all compute the same bits)."""
+    """Which kernels run: "portable", "avx2", "avxvnni" or "avx512" (the best this CPU has unless
+    forced; `force` chooses a lower one, the highest this CPU runs at or below it, for tests and
+    comparisons: they all compute the same bits)."""
     return LEVELS[library().specd_kernel_level(-1 if force is None else LEVELS.index(force))]
 
 

@@ -15,115 +15,12 @@
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE AVX2 static inline __attribute__((always_inline))
 
-#include "reduce8.h"
+#include "lanes8.h"
 
-AVX2 static inline float half(uint16_t h) {
-    return _cvtsh_ss(h);
-}
-
-/* eight lanes, each the sum of four products of unsigned `w` bytes with signed `q` bytes, each
- * pair of products scaled by the 16-bit `scale` of its half */
-AVX2 static inline __m256i lanes(__m256i w, __m256i q, __m256i scale) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), scale);
-}
-
-/* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: each run of 32
- * weights is decoded once and meets every row while in registers; each row's integer sums are
- * exact in any order, and its float operations run as for that row alone. */
-
-/* `rows` is a constant in each caller below, so every row's accumulators stay in registers */
-INLINE void q4k_rows(const block_q4k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
-    __m256 acc[ROWS], mins[ROWS];
-    for (int r = 0; r < rows; r++) acc[r] = mins[r] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(15);
-    for (int b = 0; b < k / QK; b++, w++, x++) {
-        uint8_t sc[8], m[8];
-        ahead(w, sizeof *w);
-        q4k_unpack(w->scales, sc, m);
-        __m256i sum[ROWS];
-        for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            __m256i qs = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
-            __m256i lo = _mm256_and_si256(qs, low4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
-            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
-            for (int r = 0; r < rows; r++) {
-                const int8_t *xq = x[(size_t)r * x_stride].q + 64 * c;
-                __m256i p = _mm256_add_epi32(lanes(lo, _mm256_loadu_si256((const __m256i *)xq), s0),
-                                             lanes(hi, _mm256_loadu_si256((const __m256i *)(xq + 32)), s1));
-                sum[r] = _mm256_add_epi32(sum[r], p);
-            }
-        }
-        __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-        __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
-        float d = half(w->d), dmin = half(w->dmin);
-        for (int r = 0; r < rows; r++) {
-            const act_k *xr = x + (size_t)r * x_stride;
-            __m256i summ = _mm256_madd_epi16(m_pairs, _mm256_loadu_si256((const __m256i *)xr->sums));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xr->d), _mm256_cvtepi32_ps(sum[r]), acc[r]);
-            mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * xr->d), _mm256_cvtepi32_ps(summ), mins[r]);
-        }
-    }
-    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(mins[r]);
-}
-
-INLINE void q6k_rows(const block_q6k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
-    __m256 acc[ROWS], offsets[ROWS];
-    for (int r = 0; r < rows; r++) acc[r] = offsets[r] = _mm256_setzero_ps();
-    const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
-    for (int b = 0; b < k / QK; b++, w++, x++) {
-        __m256i sum[ROWS];
-        ahead(w, sizeof *w);
-        for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
-            __m256i q[4] = {
-                _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
-                _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
-            };
-            for (int quarter = 0; quarter < 4; quarter++) {
-                int j = 4 * h + quarter;
-                __m256i scale = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
-                for (int r = 0; r < rows; r++)
-                    sum[r] = _mm256_add_epi32(sum[r], lanes(q[quarter], _mm256_loadu_si256((const __m256i *)(x[(size_t)r * x_stride].q + 32 * j)), scale));
-            }
-        }
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
-        float d = half(w->d);
-        for (int r = 0; r < rows; r++) {
-            const act_k *xr = x + (size_t)r * x_stride;
-            __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xr->sums)), 5);
-            __m256 scale = _mm256_set1_ps(d * xr->d);
-            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum[r]), acc[r]);
-            offsets[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(offset), offsets[r]);
-        }
-    }
-    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(offsets[r]);
-}
-
-AVX2 void dot_q4k_avx2(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
-    switch (rows) {
-    case 1: q4k_rows(w, x, x_stride, 1, k, out); break;
-    case 2: q4k_rows(w, x, x_stride, 2, k, out); break;
-    case 3: q4k_rows(w, x, x_stride, 3, k, out); break;
-    default: q4k_rows(w, x, x_stride, 4, k, out); break;
-    }
-}
-
-AVX2 void dot_q6k_avx2(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
-    switch (rows) {
-    case 1: q6k_rows(w, x, x_stride, 1, k, out); break;
-    case 2: q6k_rows(w, x, x_stride, 2, k, out); break;
-    case 3: q6k_rows(w, x, x_stride, 3, k, out); break;
-    default: q6k_rows(w, x, x_stride, 4, k, out); break;
-    }
-}
+#define TARGET AVX2
+#define KQ(name) name##_avx2
+#define ADD_LANES(sum, w, q, scale) _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), scale))
+#include "kquants256.h"
 
 AVX2 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k) {
     __m256 acc = _mm256_setzero_ps();
@@ -132,8 +29,8 @@ AVX2 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k) {
         ahead(w, sizeof *w);
         __m256i wq = _mm256_loadu_si256((const __m256i *)w->qs);
         __m256i xq = _mm256_loadu_si256((const __m256i *)x->q);
-        __m256i sum = lanes(_mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq), ones);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(w->d) * x->d), _mm256_cvtepi32_ps(sum), acc);
+        __m256i sum = ADD_LANES(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq), ones);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w->d) * x->d), _mm256_cvtepi32_ps(sum), acc);
     }
     return reduce8(acc);
 }

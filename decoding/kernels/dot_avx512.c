@@ -17,7 +17,7 @@
 #define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define INLINE AVX512 static inline __attribute__((always_inline))
 
-#include "reduce8.h"
+#include "lanes8.h"
 
 /* the AVX2 code's eight lanes: the low and high halves of a register of sixteen, added */
 INLINE __m256i fold(__m512i a) {
@@ -70,15 +70,10 @@ INLINE void q4k_rows(const block_q4k *w, const act_k *x, int x_stride, const int
             for (int r = 0; r < rows; r++)
                 sum[r] = lanes(sum[r], q, _mm512_loadu_si512(x[(size_t)r * x_stride].q + 64 * c), scale);
         }
-        __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m));
-        __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
+        __m256i min_pairs = q4k_min_pairs(m);
         float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
-        for (int r = 0; r < rows; r++) {
-            const act_k *xr = x + (size_t)r * x_stride;
-            __m256i summ = _mm256_madd_epi16(m_pairs, _mm256_loadu_si256((const __m256i *)xr->sums));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xr->d), _mm256_cvtepi32_ps(fold(sum[r])), acc[r]);
-            mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * xr->d), _mm256_cvtepi32_ps(summ), mins[r]);
-        }
+        for (int r = 0; r < rows; r++)
+            q4k_end(fold(sum[r]), min_pairs, d, dmin, x + (size_t)r * x_stride, &acc[r], &mins[r]);
     }
     for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(mins[r]);
 }
@@ -114,13 +109,7 @@ INLINE void q6k_rows(const block_q6k *w, const act_k *x, int x_stride, const int
         }
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
         float d = _cvtsh_ss(w->d);
-        for (int r = 0; r < rows; r++) {
-            const act_k *xr = x + (size_t)r * x_stride;
-            __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)xr->sums)), 5);
-            __m256 scale = _mm256_set1_ps(d * xr->d);
-            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(fold(sum[r])), acc[r]);
-            offsets[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(offset), offsets[r]);
-        }
+        for (int r = 0; r < rows; r++) q6k_end(fold(sum[r]), sc16, d, x + (size_t)r * x_stride, &acc[r], &offsets[r]);
     }
     for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(offsets[r]);
 }

@@ -41,6 +41,14 @@ static void q80_rows_avx2(const void *w, const uint8_t *x, size_t stride, int ro
     for (int r = 0; r < rows; r++) out[r] = dot_q80_avx2(w, (const act_32 *)(x + stride * r), k);
 }
 
+static void q4k_rows_avxvnni(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    dot_q4k_avxvnni(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
+}
+
+static void q6k_rows_avxvnni(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    dot_q6k_avxvnni(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
+}
+
 static void q4k_rows_avx512(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
     dot_q4k_avx512(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
 }
@@ -50,30 +58,37 @@ static void q6k_rows_avx512(const void *w, const uint8_t *x, size_t stride, int 
 }
 #endif
 
-enum { PORTABLE, AVX2, AVX512 };
+enum { PORTABLE, AVX2, AVXVNNI, AVX512 };
 static int level = -1;  /* the kernels in use; -1: not decided yet */
 
-/* The best body this CPU runs: AVX-512 needs AVX512BW (bytes and words), VL and VNNI besides AVX2's. */
-static int cpu_level(void) {
+/* Whether this CPU runs the kernels of `wanted`: AVX2 needs FMA and F16C besides; AVX-VNNI is
+ * AVX2's with the 256-bit VNNI of Alder Lake and Zen 5; AVX-512 needs AVX512BW (bytes and words),
+ * VL and VNNI. A CPU may have AVX-512 and not AVX-VNNI (Ice Lake, Zen 4): each is asked alone. */
+static int cpu_runs(int wanted) {
 #if defined(__x86_64__) || defined(_M_X64)
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
-        return PORTABLE;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-        return AVX512;
-    return AVX2;
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    switch (wanted) {
+    case PORTABLE: return 1;
+    case AVX2: return avx2;
+    case AVXVNNI: return avx2 && __builtin_cpu_supports("avxvnni");
+    case AVX512: return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    }
+    return 0;
 #else
-    return PORTABLE;
+    return wanted == PORTABLE;
 #endif
 }
 
-/* The kernels that run here: 0 portable, 1 AVX2, 2 AVX-512. `force` 0..2 chooses (for tests and
- * comparisons; never above what the CPU has), -1 asks. */
+/* The kernels that run here: 0 portable, 1 AVX2, 2 AVX-VNNI, 3 AVX-512. `force` 0..3 chooses (for
+ * tests and comparisons): the highest this CPU runs at or below it. -1 asks. */
 int specd_kernel_level(int force) {
-    int best = cpu_level();
-    if (force >= 0) level = force < best ? force : best;
-    if (level < 0) level = best;
+    if (force >= 0 || level < 0) {
+        int want = force >= 0 && force < AVX512 ? force : AVX512;
+        while (!cpu_runs(want)) want--;
+        level = want;
+    }
     return level;
 }
 
@@ -86,6 +101,7 @@ static dot_fn pick_dot(int type, int *rows) {
         *rows = ROWS512;
         return type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512;
     }
+    if (here == AVXVNNI && (type == Q4_K || type == Q6_K)) return type == Q4_K ? q4k_rows_avxvnni : q6k_rows_avxvnni;
     if (here >= AVX2) {
         switch (type) {
         case Q4_K: return q4k_rows_avx2;

@@ -1,0 +1,94 @@
+/* The 256-bit K-quant kernels, included once per instruction set by a file that defines first:
+ * TARGET (the functions' target attribute), INLINE (the same, always inlined), KQ(name) (the name
+ * with that set's suffix) and ADD_LANES(sum, w, q, scale): `sum` plus eight lanes, each the four
+ * products of unsigned `w` bytes with signed `q` bytes, each pair of them times the 16-bit
+ * `scale` of its half. AVX2 takes two instructions and an add for that (dot_avx2.c); AVX-VNNI one
+ * fewer (dot_avxvnni.c). The integer sums are exact either way, so both give dot.c's bits.
+ */
+
+/* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: each run of 32
+ * weights is decoded once and meets every row while in registers; each row's integer sums are
+ * exact in any order, and its float operations run as for that row alone. */
+
+/* `rows` is a constant in each caller below, so every row's accumulators stay in registers */
+INLINE void KQ(q4k_rows)(const block_q4k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
+    __m256 acc[ROWS], mins[ROWS];
+    for (int r = 0; r < rows; r++) acc[r] = mins[r] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(15);
+    for (int b = 0; b < k / QK; b++, w++, x++) {
+        uint8_t sc[8], m[8];
+        ahead(w, sizeof *w);
+        q4k_unpack(w->scales, sc, m);
+        __m256i sum[ROWS];
+        for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i qs = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+            __m256i lo = _mm256_and_si256(qs, low4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
+            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            for (int r = 0; r < rows; r++) {
+                const int8_t *xq = x[(size_t)r * x_stride].q + 64 * c;
+                sum[r] = ADD_LANES(sum[r], lo, _mm256_loadu_si256((const __m256i *)xq), s0);
+                sum[r] = ADD_LANES(sum[r], hi, _mm256_loadu_si256((const __m256i *)(xq + 32)), s1);
+            }
+        }
+        __m256i min_pairs = q4k_min_pairs(m);
+        float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
+        for (int r = 0; r < rows; r++)
+            q4k_end(sum[r], min_pairs, d, dmin, x + (size_t)r * x_stride, &acc[r], &mins[r]);
+    }
+    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(mins[r]);
+}
+
+INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
+    __m256 acc[ROWS], offsets[ROWS];
+    for (int r = 0; r < rows; r++) acc[r] = offsets[r] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
+    for (int b = 0; b < k / QK; b++, w++, x++) {
+        __m256i sum[ROWS];
+        ahead(w, sizeof *w);
+        for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
+            };
+            for (int quarter = 0; quarter < 4; quarter++) {
+                int j = 4 * h + quarter;
+                __m256i scale = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
+                for (int r = 0; r < rows; r++)
+                    sum[r] = ADD_LANES(sum[r], q[quarter],
+                                       _mm256_loadu_si256((const __m256i *)(x[(size_t)r * x_stride].q + 32 * j)), scale);
+            }
+        }
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+        float d = _cvtsh_ss(w->d);
+        for (int r = 0; r < rows; r++) q6k_end(sum[r], sc16, d, x + (size_t)r * x_stride, &acc[r], &offsets[r]);
+    }
+    for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(offsets[r]);
+}
+
+TARGET void KQ(dot_q4k)(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
+    switch (rows) {
+    case 1: KQ(q4k_rows)(w, x, x_stride, 1, k, out); break;
+    case 2: KQ(q4k_rows)(w, x, x_stride, 2, k, out); break;
+    case 3: KQ(q4k_rows)(w, x, x_stride, 3, k, out); break;
+    default: KQ(q4k_rows)(w, x, x_stride, 4, k, out); break;
+    }
+}
+
+TARGET void KQ(dot_q6k)(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
+    switch (rows) {
+    case 1: KQ(q6k_rows)(w, x, x_stride, 1, k, out); break;
+    case 2: KQ(q6k_rows)(w, x, x_stride, 2, k, out); break;
+    case 3: KQ(q6k_rows)(w, x, x_stride, 3, k, out); break;
+    default: KQ(q6k_rows)(w, x, x_stride, 4, k, out); break;
+    }
+}
