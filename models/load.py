@@ -84,7 +84,7 @@ def _load_blocks(spec: ModelSpec, folder: Path, cache_dir: Path, dev: torch.devi
     """The `gguf` weights: GGUF blocks on specd's kernels, float32 between them (models/blocks.py)."""
     from transformers import AutoTokenizer
 
-    from specd.decoding import attention, lean
+    from specd.decoding import attention, lean, qkernel
     from specd.models.blocks import block_model
     from specd.models.devices import check_quantize
 
@@ -99,7 +99,9 @@ def _load_blocks(spec: ModelSpec, folder: Path, cache_dir: Path, dev: torch.devi
     lean.attach(model)  # the engine's passes skip transformers' plumbing where the model fits
     use_threads("gguf")
     log.info("%s weights: %s", spec.role, ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-    return LoadedModel(spec, folder, tokenizer, model, dev, torch.float32, device_reason=reason, weights="gguf")
+    # `specd status` says which of the kernels' bodies runs here (README, "Quantized weights")
+    return LoadedModel(spec, folder, tokenizer, model, dev, torch.float32,
+                       device_reason=f"{reason}; specd's kernels: {qkernel.level()}", weights="gguf")
 
 
 def quantize_int8(loaded: LoadedModel) -> LoadedModel:

@@ -10,16 +10,16 @@
  * weights is decoded once and meets every row while in registers; each row's integer sums are
  * exact in any order, and its float operations run as for that row alone. */
 
-/* `rows` is a constant in each caller below, so every row's accumulators stay in registers */
-INLINE void KQ(q4k_rows)(const block_q4k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
-    __m256 acc[ROWS], mins[ROWS];
+/* `rows` is a constant in each caller below, and the caller's arrays are of exactly that size, so
+ * the compiler keeps the accumulators in registers as far as they go (dot_avx512.c says why) */
+INLINE void KQ(q4k_rows)(const block_q4k *w, const act_k *x, int x_stride, const int rows, int k, float *out,
+                         __m256 *acc, __m256 *mins, __m256i *sum) {
     for (int r = 0; r < rows; r++) acc[r] = mins[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(15);
     for (int b = 0; b < k / QK; b++, w++, x++) {
         uint8_t sc[8], m[8];
         ahead(w, sizeof *w);
         q4k_unpack(w->scales, sc, m);
-        __m256i sum[ROWS];
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i qs = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
@@ -39,12 +39,11 @@ INLINE void KQ(q4k_rows)(const block_q4k *w, const act_k *x, int x_stride, const
     for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(mins[r]);
 }
 
-INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const int rows, int k, float *out) {
-    __m256 acc[ROWS], offsets[ROWS];
+INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const int rows, int k, float *out,
+                         __m256 *acc, __m256 *offsets, __m256i *sum) {
     for (int r = 0; r < rows; r++) acc[r] = offsets[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
     for (int b = 0; b < k / QK; b++, w++, x++) {
-        __m256i sum[ROWS];
         ahead(w, sizeof *w);
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -75,20 +74,26 @@ INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const
     for (int r = 0; r < rows; r++) out[r] = reduce8(acc[r]) - reduce8(offsets[r]);
 }
 
+/* the integer sums of 8 rows fill 8 of AVX2's 16 registers; their float lanes, touched once a
+ * super-block, are the ones that spill */
+#define ARRAYS(n) __m256 a[n], b[n]; __m256i s[n]
+#define Q4K(n) case n: { ARRAYS(n); KQ(q4k_rows)(w, x, x_stride, n, k, out, a, b, s); break; }
+#define Q6K(n) case n: { ARRAYS(n); KQ(q6k_rows)(w, x, x_stride, n, k, out, a, b, s); break; }
+
 TARGET void KQ(dot_q4k)(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
     switch (rows) {
-    case 1: KQ(q4k_rows)(w, x, x_stride, 1, k, out); break;
-    case 2: KQ(q4k_rows)(w, x, x_stride, 2, k, out); break;
-    case 3: KQ(q4k_rows)(w, x, x_stride, 3, k, out); break;
-    default: KQ(q4k_rows)(w, x, x_stride, 4, k, out); break;
+    Q4K(1) Q4K(2) Q4K(3) Q4K(4) Q4K(5) Q4K(6) Q4K(7)
+    default: { ARRAYS(8); KQ(q4k_rows)(w, x, x_stride, 8, k, out, a, b, s); }
     }
 }
 
 TARGET void KQ(dot_q6k)(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out) {
     switch (rows) {
-    case 1: KQ(q6k_rows)(w, x, x_stride, 1, k, out); break;
-    case 2: KQ(q6k_rows)(w, x, x_stride, 2, k, out); break;
-    case 3: KQ(q6k_rows)(w, x, x_stride, 3, k, out); break;
-    default: KQ(q6k_rows)(w, x, x_stride, 4, k, out); break;
+    Q6K(1) Q6K(2) Q6K(3) Q6K(4) Q6K(5) Q6K(6) Q6K(7)
+    default: { ARRAYS(8); KQ(q6k_rows)(w, x, x_stride, 8, k, out, a, b, s); }
     }
 }
+
+#undef ARRAYS
+#undef Q4K
+#undef Q6K

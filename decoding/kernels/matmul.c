@@ -12,7 +12,7 @@
 
 enum { Q4_K = 12, Q6_K = 14, Q8_0 = 8 };  /* GGML's type numbers */
 
-/* one weight row against `rows` (1..ROWS, or ROWS512 for the AVX-512 K-quants) activation rows `stride` bytes apart */
+/* one weight row against `rows` (1..ROWS) activation rows `stride` bytes apart */
 typedef void (*dot_fn)(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out);
 typedef void (*quant_fn)(const float *x, void *out, int k);
 
@@ -92,15 +92,10 @@ int specd_kernel_level(int force) {
     return level;
 }
 
-/* the dot product for `type` here, and how many activation rows it takes at once (`*rows`) */
-static dot_fn pick_dot(int type, int *rows) {
-    *rows = ROWS;
+static dot_fn pick_dot(int type) {
 #if defined(__x86_64__) || defined(_M_X64)
     int here = specd_kernel_level(-1);
-    if (here == AVX512 && (type == Q4_K || type == Q6_K)) {
-        *rows = ROWS512;
-        return type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512;
-    }
+    if (here == AVX512 && (type == Q4_K || type == Q6_K)) return type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512;
     if (here == AVXVNNI && (type == Q4_K || type == Q6_K)) return type == Q4_K ? q4k_rows_avxvnni : q6k_rows_avxvnni;
     if (here >= AVX2) {
         switch (type) {
@@ -141,7 +136,6 @@ static size_t row_bytes(int type, int k) {
 
 typedef struct {
     dot_fn dot;
-    int rows;            /* activation rows `dot` takes at once */
     const uint8_t *w;
     size_t stride;       /* bytes per weight row */
     const uint8_t *x;
@@ -157,10 +151,10 @@ static void matmul_part(void *arg, int start, int end) {
     const matmul_job *job = arg;
     for (int n0 = start; n0 < end; n0 += COLUMNS) {
         int n1 = n0 + COLUMNS < end ? n0 + COLUMNS : end;
-        for (int m = 0; m < job->m; m += job->rows) {
-            int rows = job->m - m < job->rows ? job->m - m : job->rows;
+        for (int m = 0; m < job->m; m += ROWS) {
+            int rows = job->m - m < ROWS ? job->m - m : ROWS;
             const uint8_t *x = job->x + job->x_stride * m;
-            float out[ROWS512];
+            float out[ROWS];
             for (int n = n0; n < n1; n++) {
                 job->dot(job->w + job->stride * n, x, job->x_stride, rows, job->k, out);
                 float b = job->bias ? job->bias[n] : 0.0f;
@@ -175,13 +169,12 @@ static void matmul_part(void *arg, int start, int end) {
  * `scratch` holds m * specd_act_bytes(type, k) bytes. */
 int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch,
                  const float *bias) {
-    int at_once;
-    dot_fn dot = pick_dot(type, &at_once);
+    dot_fn dot = pick_dot(type);
     if (dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
     quant_fn quant = pick_quant(type);
     size_t stride = (size_t)specd_act_bytes(type, k);
     for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
-    matmul_job job = {dot, at_once, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
+    matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
     pool_run(matmul_part, &job, n, COLUMNS);
     return 0;
 }
