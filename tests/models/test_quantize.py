@@ -88,6 +88,8 @@ def test_gguf_weights_hold_only_blocks_and_compute_the_model(tiny_target, tmp_pa
     first = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="gguf", say=said.append)
     model = first.model
     assert first.weights == "gguf" and first.dtype == torch.float32
+    from specd.decoding import qkernel
+    assert first.device_reason.endswith(f"specd's kernels: {qkernel.level()}"), "specd status names the body"
     assert isinstance(model.model.embed_tokens, BlockEmbedding) and isinstance(model.lm_head, BlockLinear)
     assert not any(type(m) in (torch.nn.Linear, torch.nn.Embedding) for m in model.modules()), "nothing dense kept"
     assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()]), "every tensor is materialized"
