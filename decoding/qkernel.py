@@ -8,9 +8,9 @@ Why our own: on an x86 CPU without avx512_bf16 torch's int4 kernel is compute-bo
 
 Exactness: each output value is one dot product, integer inside each block of 32 and float across
 blocks in one fixed order, computed whole by one thread; so a row's bits depend on that row alone,
-never on the rows beside it or the thread count (tests/decoding/test_qkernel.py). The AVX2 and
-AVX-512 code compute the portable code's very bits (the same float operations in the same order),
-so the choice between them, made at run time from the CPU's flags, changes speed only.
+never on the rows beside it or the thread count (tests/decoding/test_qkernel.py). The AVX2,
+AVX-VNNI and AVX-512 code compute the portable code's very bits (the same float operations in the
+same order), so the choice between them, made at run time from the CPU's flags, changes speed only.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def library() -> ctypes.CDLL:
     lib.specd_rows.argtypes = [i, p, i, p, i, p]
     lib.specd_threads.argtypes = [i]
     lib.specd_kernel_level.argtypes = [i]
+    lib.specd_kernel_best.argtypes = []
     lib.specd_act_bytes.argtypes = [i, i]
     lib.specd_threads(torch.get_num_threads())
     _force_from_environment(lib)
@@ -86,10 +87,7 @@ def level(force: str | None = None) -> str:
 
 def best_level() -> str:
     """The best kernels this CPU runs, whatever is forced now."""
-    now = level()
-    best = level("avx512")
-    level(now)
-    return best
+    return LEVELS[library().specd_kernel_best()]
 
 
 def threads(n: int) -> int:

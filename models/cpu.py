@@ -10,8 +10,9 @@ FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16"
 
 
 def cpu_flags() -> dict:
-    """{"model": ..., "torch": torch's capability, "kernels": which of specd's kernels run ("avx512",
-    "avx2", "portable", "none" where not built), "flags": those of FLAGS the CPU has, "cores": n}."""
+    """{"model": ..., "torch": torch's capability, "kernels": which of specd's kernels run
+    ("avx512", "avxvnni", "avx2", "portable"; "none" where not built), "flags": those of FLAGS the
+    CPU has, "cores": n}."""
     import os
 
     import torch

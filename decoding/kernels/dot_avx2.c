@@ -8,7 +8,6 @@
  */
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
-#include <string.h>
 
 #include "blocks.h"
 

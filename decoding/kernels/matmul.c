@@ -29,33 +29,21 @@ static void q80_rows(const void *w, const uint8_t *x, size_t stride, int rows, i
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
-static void q4k_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
-    dot_q4k_avx2(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
-}
-
-static void q6k_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
-    dot_q6k_avx2(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
-}
-
 static void q80_rows_avx2(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
     for (int r = 0; r < rows; r++) out[r] = dot_q80_avx2(w, (const act_32 *)(x + stride * r), k);
 }
 
-static void q4k_rows_avxvnni(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
-    dot_q4k_avxvnni(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
-}
-
-static void q6k_rows_avxvnni(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
-    dot_q6k_avxvnni(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
-}
-
-static void q4k_rows_avx512(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
-    dot_q4k_avx512(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
-}
-
-static void q6k_rows_avx512(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
-    dot_q6k_avx512(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);
-}
+/* the K-quant bodies of `level`, as dot_fn: they take the activation rows' stride in blocks */
+#define KQUANT_ROWS(level)                                                                                   \
+    static void q4k_rows_##level(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) { \
+        dot_q4k_##level(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);                    \
+    }                                                                                                          \
+    static void q6k_rows_##level(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) { \
+        dot_q6k_##level(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);                    \
+    }
+KQUANT_ROWS(avx2)
+KQUANT_ROWS(avxvnni)
+KQUANT_ROWS(avx512)
 #endif
 
 enum { PORTABLE, AVX2, AVXVNNI, AVX512 };
@@ -81,14 +69,22 @@ static int cpu_runs(int wanted) {
 #endif
 }
 
-/* The kernels that run here: 0 portable, 1 AVX2, 2 AVX-VNNI, 3 AVX-512. `force` 0..3 chooses (for
- * tests and comparisons): the highest this CPU runs at or below it. -1 asks. */
+/* the highest level at or below `wanted` that this CPU runs */
+static int highest(int wanted) {
+    while (!cpu_runs(wanted)) wanted--;
+    return wanted;
+}
+
+/* The best kernels this CPU runs: 0 portable, 1 AVX2, 2 AVX-VNNI, 3 AVX-512. */
+int specd_kernel_best(void) {
+    return highest(AVX512);
+}
+
+/* The kernels that run here (as above). `force` 0..3 chooses (for tests and comparisons): the
+ * highest this CPU runs at or below it. -1 asks. */
 int specd_kernel_level(int force) {
-    if (force >= 0 || level < 0) {
-        int want = force >= 0 && force < AVX512 ? force : AVX512;
-        while (!cpu_runs(want)) want--;
-        level = want;
-    }
+    if (force >= 0) level = highest(force < AVX512 ? force : AVX512);
+    if (level < 0) level = specd_kernel_best();
     return level;
 }
 

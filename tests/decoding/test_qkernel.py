@@ -1,6 +1,6 @@
 """specd's CPU kernels: what they compute (against gguf's own dequantization), that a row's bits do
-not depend on the rows beside it or the thread count, and that the AVX2 and AVX-512 code compute
-the portable code's very bits."""
+not depend on the rows beside it or the thread count, and that the AVX2, AVX-VNNI and AVX-512 code
+compute the portable code's very bits."""
 
 from __future__ import annotations
 
@@ -105,8 +105,8 @@ FAST = [name for name in qkernel.LEVELS[1:] if runs_here(name)]
 @pytest.mark.parametrize("fast", FAST)
 @pytest.mark.parametrize("kind,k", KINDS + [(qkernel.Q4_K, 1536), (qkernel.Q6_K, 1536)])
 def test_each_simd_body_computes_the_portable_bits(fast, kind, k):
-    """Every row count a kernel call takes (1..4 rows at once for AVX2, 1..8 for AVX-512, then
-    more), with activations large enough that the integer sums and the float lanes carry real weight."""
+    """Every row count a kernel call takes (1..8 rows at once, then more), with activations large
+    enough that the integer sums and the float lanes carry real weight."""
     blocks = random_blocks(kind, 33, k, seed=4)
     x = torch.randn(max(ROWS), k, generator=torch.Generator().manual_seed(5)) * 3
     best = qkernel.level()

@@ -82,13 +82,13 @@ def test_gguf_names_map_to_the_modules():
 @pytest.mark.skipif(not __import__("specd.decoding.qkernel", fromlist=["x"]).available(),
                     reason="specd's kernels were not built here")
 def test_gguf_weights_hold_only_blocks_and_compute_the_model(tiny_target, tmp_path):
+    from specd.decoding import qkernel
     from specd.decoding.blocks import BlockEmbedding, BlockLinear
 
     said: list[str] = []
     first = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="gguf", say=said.append)
     model = first.model
     assert first.weights == "gguf" and first.dtype == torch.float32
-    from specd.decoding import qkernel
     assert first.device_reason.endswith(f"specd's kernels: {qkernel.level()}"), "specd status names the body"
     assert isinstance(model.model.embed_tokens, BlockEmbedding) and isinstance(model.lm_head, BlockLinear)
     assert not any(type(m) in (torch.nn.Linear, torch.nn.Embedding) for m in model.modules()), "nothing dense kept"
