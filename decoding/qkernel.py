@@ -1,6 +1,7 @@
 """specd's CPU kernels (decoding/kernels/*.c), loaded with ctypes: matmuls with weights in GGUF's
 own blocks (Q4_K, Q6_K, Q8_0) and activations quantized to int8 in blocks of 32, as llama.cpp
-computes them, and rows of such weights (an embedding's lookup).
+computes them, rows of such weights (an embedding's lookup), and attention over a static
+key/value cache for the passes those models run (`attend`).
 
 Why our own: on an x86 CPU without avx512_bf16 torch's int4 kernel is compute-bound at one row
 (about half the memory bandwidth a pass could use) and slower per row than this at a prefill's
@@ -11,6 +12,8 @@ blocks in one fixed order, computed whole by one thread; so a row's bits depend 
 never on the rows beside it or the thread count (tests/decoding/test_qkernel.py). The AVX2,
 AVX-VNNI and AVX-512 code compute the portable code's very bits (the same float operations in the
 same order), so the choice between them, made at run time from the CPU's flags, changes speed only.
+Attention likewise: a row's softmax runs over blocks of 32 keys counted from position 0, whatever
+the pass's width or the cache's length, one (row, query head) per thread (tests/decoding/test_attend.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 import torch
 
 Q8_0, Q4_K, Q6_K = 8, 12, 14          # GGML's type numbers
+ATTEND_EVENT = "specd::attend"        # `attend` under torch's profiler (decoding/profile.py)
 BLOCK = {Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # values and bytes per block
 NAMES = {Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
 
@@ -49,6 +53,7 @@ def library() -> ctypes.CDLL:
     lib.specd_kernel_level.argtypes = [i]
     lib.specd_kernel_best.argtypes = []
     lib.specd_act_bytes.argtypes = [i, i]
+    lib.specd_attend.argtypes = [p, i, i, i, i, p, p, i, i, ctypes.c_float, p]
     lib.specd_threads(torch.get_num_threads())
     _force_from_environment(lib)
     return lib
@@ -136,6 +141,30 @@ def _scratch(size: int) -> int:
     if buffer is None or buffer.numel() < size:
         buffer = _local.scratch = torch.empty(max(size, 1 << 16), dtype=torch.uint8)
     return buffer.data_ptr()
+
+
+def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int, scale: float) -> torch.Tensor:
+    """Attention of q [S, H, D] (row r at position start + r) over a static cache layer's keys and
+    values [H_kv, capacity, D], positions 0..start + r written, head h reading key/value head
+    h // (H / H_kv); float32, contiguous -> [S, H * D]. Each row computed alone (kernels/attend.h):
+    its bits never depend on the pass's width or the cache's capacity."""
+    s, heads, d = q.shape
+    kv_heads, capacity, _ = keys.shape
+    assert q.dtype == keys.dtype == values.dtype == torch.float32, "float32 queries, keys and values"
+    assert q.is_contiguous() and keys.is_contiguous() and values.is_contiguous(), "contiguous tensors"
+    assert values.shape == keys.shape and keys.shape[2] == d, f"keys and values [H_kv, capacity, {d}]"
+    assert heads % kv_heads == 0 and d % 8 == 0 and d <= 256, f"{heads} heads on {kv_heads}, head size {d}"
+    assert 0 <= start and start + s <= capacity, f"positions {start}..{start + s - 1} within {capacity}"
+    out = torch.empty(s, heads * d, dtype=torch.float32)
+    call = lambda: library().specd_attend(q.data_ptr(), s, heads, kv_heads, d, keys.data_ptr(),  # noqa: E731
+                                          values.data_ptr(), capacity, start, scale, out.data_ptr())
+    if torch.autograd._profiler_enabled():          # torch's profiler cannot see into a ctypes call: name it
+        with torch.profiler.record_function(ATTEND_EVENT):
+            rc = call()
+    else:
+        rc = call()
+    assert rc == 0, "the attention kernel refused its shapes"
+    return out
 
 
 def rows(kind: int, blocks: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,98 @@
+/* Attention on the CPU for float32 passes (decoding/lean.py through decoding/qkernel.py): each query
+ * row computed whole by one thread, alone (attend.h), so a row's bits never depend on the rows
+ * beside it; torch's flash attention splits queries into blocks whose shape depends on the pass
+ * (decoding/attention.py pads around that). The rows sharing a key/value head sit together, so
+ * each thread reads its heads' keys and values from memory once and the rest from its caches.
+ * This file holds the portable body (the AVX2 one, attend_avx2.c, computes the same bits) and
+ * what Python calls.
+ */
+#include <math.h>
+#include <stddef.h>
+
+#include "attend.h"
+#include "pool.h"
+
+int specd_kernel_level(int force);
+
+/* e^x for x <= 0: attend.h's operations, one value at a time */
+static float exp_neg(float x) {
+    x = x > EXP_LOW ? x : EXP_LOW;
+    float n = rintf(x * LOG2E);
+    float r = fmaf(n, -LN2_HI, x);
+    r = fmaf(n, -LN2_LO, r);
+    float y = fmaf(fmaf(fmaf(fmaf(fmaf(EXP_P0, r, EXP_P1), r, EXP_P2), r, EXP_P3), r, EXP_P4), r, EXP_P5);
+    y = fmaf(y, r * r, r) + 1.0f;
+    union { int32_t i; float f; } two = {.i = ((int32_t)n + 127) << 23};
+    return y * two.f;
+}
+
+/* q . k in eight lanes (lane l sums the products d = l mod 8, fused, in order) and lanes8.h's
+ * reduction: the AVX2 body's order */
+static float dot8(const float *a, const float *b, int d) {
+    float lane[8] = {0};
+    for (int i = 0; i < d; i += 8)
+        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[i + l], b[i + l], lane[l]);
+    float s0 = lane[0] + lane[4], s1 = lane[1] + lane[5], s2 = lane[2] + lane[6], s3 = lane[3] + lane[7];
+    return (s0 + s2) + (s1 + s3);
+}
+
+void attend_row(const float *q, const float *k, const float *v, int d, int last, float scale, float *out) {
+    float acc[MAX_DIM] = {0}, p[KEYS], top = -INFINITY, sum = 0.0f;
+    for (int b = 0; b <= last; b += KEYS) {
+        int n = last + 1 - b < KEYS ? last + 1 - b : KEYS;
+        float was = top;
+        for (int j = 0; j < n; j++) {
+            p[j] = dot8(q, k + (size_t)(b + j) * d, d) * scale;
+            top = p[j] > top ? p[j] : top;
+        }
+        float c = exp_neg(was - top);      /* the earlier blocks' weights, rescaled to the new top */
+        sum *= c;
+        for (int j = 0; j < n; j++) {
+            p[j] = exp_neg(p[j] - top);
+            sum += p[j];
+        }
+        for (int i = 0; i < d; i++) {
+            float a = acc[i] * c;
+            for (int j = 0; j < n; j++) a = fmaf(p[j], v[(size_t)(b + j) * d + i], a);
+            acc[i] = a;
+        }
+    }
+    for (int i = 0; i < d; i++) out[i] = acc[i] / sum;
+}
+
+typedef struct {
+    attend_row_fn row;
+    const float *q;          /* [s, heads, d] */
+    const float *k, *v;      /* [kv_heads, capacity, d] */
+    int heads, groups, s, d, start, capacity;
+    float scale;
+    float *out;              /* [s, heads, d] */
+} attend_job;
+
+/* units [start, end): unit u is kv head u / (s * groups), then query row, then head in the group */
+static void attend_part(void *arg, int start, int end) {
+    const attend_job *job = arg;
+    int per_head = job->s * job->groups;
+    for (int u = start; u < end; u++) {
+        int g = u / per_head, r = u % per_head / job->groups, h = g * job->groups + u % job->groups;
+        size_t at = ((size_t)r * job->heads + h) * job->d, head = (size_t)g * job->capacity * job->d;
+        job->row(job->q + at, job->k + head, job->v + head, job->d, job->start + r, job->scale, job->out + at);
+    }
+}
+
+/* out [s, heads, d] = attention of q [s, heads, d] (row r at position start + r) over the keys and
+ * values [kv_heads, capacity, d] written so far, each head h reading kv head h / (heads / kv_heads).
+ * Returns 0, or -1 for a shape it cannot take (Python checks first; this is the last guard). */
+int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const float *k, const float *v,
+                 int capacity, int start, float scale, float *out) {
+    if (s <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || d % 8 != 0 || d > MAX_DIM || start < 0 ||
+        start + s > capacity)
+        return -1;
+    attend_row_fn row = attend_row;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (specd_kernel_level(-1) >= 1) row = attend_row_avx2;
+#endif
+    attend_job job = {row, q, k, v, heads, heads / kv_heads, s, d, start, capacity, scale, out};
+    pool_run(attend_part, &job, kv_heads * s * job.groups, 1);
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* Attention for one query row, as specd's CPU passes compute it (attend.c): the row against the
+ * keys at positions 0..last of one key/value head, by an online softmax over blocks of KEYS keys
+ * counted from position 0. Nothing in a row's arithmetic depends on the other rows of its pass,
+ * on how many there are, or on the cache's length: a token's attention has the same bits however
+ * its prompt was chunked and whatever width its pass had.
+ */
+#ifndef SPECD_ATTEND_H
+#define SPECD_ATTEND_H
+
+#include <stdint.h>
+
+#define KEYS 32       /* keys per block of the online softmax (fixed by position, never by the pass) */
+#define MAX_DIM 256   /* the largest head dimension taken */
+
+/* The constants of e^x for x <= 0 (Cephes' expf): n = rint(x log2 e), r = x - n ln 2 in two parts,
+ * a degree-7 polynomial in r, times 2^n. Every body takes the same operations in the same order. */
+#define EXP_LOW (-87.0f)     /* below it e^x is taken as e^-87 (~1.6e-38: nothing beside the row's top key) */
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO (-2.12194440e-4f)
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+
+/* out[0..d) = softmax(q . k_j * scale over j <= last) weighted sum of v_j; key j at k + j * d */
+typedef void (*attend_row_fn)(const float *q, const float *k, const float *v, int d, int last, float scale,
+                              float *out);
+
+void attend_row(const float *q, const float *k, const float *v, int d, int last, float scale, float *out);
+#if defined(__x86_64__) || defined(_M_X64)
+void attend_row_avx2(const float *q, const float *k, const float *v, int d, int last, float scale, float *out);
+#endif
+
+#endif

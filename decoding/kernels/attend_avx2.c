@@ -1,0 +1,98 @@
+/* The AVX2 body of attend.c's row: the same float operations in the same order, eight lanes at a
+ * time (the head dimension in the weighted sum, and four keys' dot products side by side), so the
+ * same bits. Chosen at run time where the CPU has AVX2 and FMA, like dot_avx2.c.
+ */
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+
+#include "attend.h"
+#include "blocks.h"
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE AVX2 static inline __attribute__((always_inline))
+
+#include "lanes8.h"
+
+/* e^x for x <= 0, lane by lane: attend.c's exp_neg */
+INLINE __m256 exp_neg8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_LOW));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
+    __m256 y = _mm256_fmadd_ps(_mm256_set1_ps(EXP_P0), r, _mm256_set1_ps(EXP_P1));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(EXP_P2));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(EXP_P3));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(EXP_P4));
+    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(EXP_P5));
+    y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i two = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(two));
+}
+
+/* q . k for KEYS_AT_ONCE keys d apart (or one), each attend.c's dot8: several keys' chains of fused
+ * adds side by side hide each one's latency */
+#define KEYS_AT_ONCE 8
+INLINE void dots(const float *q, const float *k, int d, int count, float *out) {
+    __m256 a[KEYS_AT_ONCE];
+    for (int l = 0; l < KEYS_AT_ONCE; l++) a[l] = _mm256_setzero_ps();
+    if (count == KEYS_AT_ONCE) {
+        for (int i = 0; i < d; i += 8) {
+            __m256 x = _mm256_loadu_ps(q + i);
+            for (int l = 0; l < KEYS_AT_ONCE; l++) a[l] = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + (size_t)l * d + i), a[l]);
+        }
+        for (int l = 0; l < KEYS_AT_ONCE; l++) out[l] = reduce8(a[l]);
+        return;
+    }
+    for (int l = 0; l < count; l++) {
+        for (int i = 0; i < d; i += 8) a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + (size_t)l * d + i), a[0]);
+        out[l] = reduce8(a[0]);
+        a[0] = _mm256_setzero_ps();
+    }
+}
+
+/* acc[i] = acc[i] * c + p[0] v_0[i] + ... + p[n-1] v_{n-1}[i], fused, in order of the keys; eight
+ * lanes of acc at a time when it can (eight chains of fused adds hide each one's latency) */
+INLINE void weigh(__m256 *acc, const float *p, const float *v, int d, int n, float c) {
+    int i = 0;
+    for (; i + 8 <= d / 8; i += 8) {
+        __m256 a[8];
+        for (int l = 0; l < 8; l++) a[l] = _mm256_mul_ps(acc[i + l], _mm256_set1_ps(c));
+        for (int j = 0; j < n; j++) {
+            __m256 w = _mm256_set1_ps(p[j]);
+            const float *row = v + (size_t)j * d + 8 * i;
+            for (int l = 0; l < 8; l++) a[l] = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 8 * l), a[l]);
+        }
+        for (int l = 0; l < 8; l++) acc[i + l] = a[l];
+    }
+    for (; i < d / 8; i++) {
+        __m256 a = _mm256_mul_ps(acc[i], _mm256_set1_ps(c));
+        for (int j = 0; j < n; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + (size_t)j * d + 8 * i), a);
+        acc[i] = a;
+    }
+}
+
+AVX2 void attend_row_avx2(const float *q, const float *k, const float *v, int d, int last, float scale, float *out) {
+    __m256 acc[MAX_DIM / 8];
+    for (int i = 0; i < d / 8; i++) acc[i] = _mm256_setzero_ps();
+    float p[KEYS] = {0}, top = -INFINITY, sum = 0.0f;
+    for (int b = 0; b <= last; b += KEYS) {
+        int n = last + 1 - b < KEYS ? last + 1 - b : KEYS;
+        float was = top;
+        for (int j = 0; j < n; j += KEYS_AT_ONCE)
+            dots(q, k + (size_t)(b + j) * d, d, n - j < KEYS_AT_ONCE ? n - j : KEYS_AT_ONCE, p + j);
+        for (int j = 0; j < n; j++) {
+            p[j] *= scale;
+            top = p[j] > top ? p[j] : top;
+        }
+        float c = _mm256_cvtss_f32(exp_neg8(_mm256_set1_ps(was - top)));
+        sum *= c;
+        for (int j = 0; j < n; j += 8)
+            _mm256_storeu_ps(p + j, exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(p + j), _mm256_set1_ps(top))));
+        for (int j = 0; j < n; j++) sum += p[j];
+        weigh(acc, p, v + (size_t)b * d, d, n, c);
+    }
+    for (int i = 0; i < d / 8; i++) _mm256_storeu_ps(out + 8 * i, _mm256_div_ps(acc[i], _mm256_set1_ps(sum)));
+}
+#endif
