@@ -1,5 +1,6 @@
 """The attention the engine runs on a CPU: transformers' SDPA, with grouped key/value heads read
-in place.
+in place (float32 models with block weights attend through specd's own kernel instead:
+decoding/lean.py, kernels/attend.c).
 
 Qwen2.5-Coder shares each key/value head among several query heads (1.5B: 12 query heads on 2
 key/value heads). Given a mask, which the static cache always gives, transformers' SDPA copies every

@@ -10,13 +10,20 @@ It defines the model's numerics wherever it is attached: every pass of the engin
 decoding step, the draft's step, the width probe) goes through it, so plain decoding and
 speculative decoding compute alike. Attached only where the model fits it (`fits`); everything
 else runs transformers' forward.
+
+Attention: a float32 model with block weights attends through specd's own kernel
+(kernels/attend.c, `own_attention`), which reads the static cache in place, one row at a time on
+specd's threads; torch's SDPA, which ran single-threaded with a mask built per pass, took ~15 of
+70 ms of a width-1 pass over a ~1000-token cache. Other models keep `attention.folded`.
 """
 
 from __future__ import annotations
 
 import torch
 
+from specd.decoding import qkernel
 from specd.decoding.attention import folded, keys_needed
+from specd.decoding.blocks import BlockLinear
 from specd.decoding.kvcache import KVCache
 
 TYPES = ("qwen2", "llama")
@@ -59,6 +66,7 @@ class Lean:
         rotary = model.model.rotary_emb
         self.inv_freq = rotary.inv_freq.float()                             # [D / 2]
         self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.own_attention = own_attention(model, self.head_dim)
 
     @torch.inference_mode()
     def __call__(self, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor:
@@ -71,11 +79,11 @@ class Lean:
         x = m.embed_tokens(torch.tensor(ids))                                  # [S, E]
         rotary = self.rotary(positions)
         keys = keys_needed(start + len(ids), cache.capacity)                  # whole blocks: the same bits
-        mask = self.mask(positions, keys)
+        mask = None if self.own_attention else self.mask(positions, keys)
         for index in self.layers:
             layer = m.layers[index]
-            x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary, mask,
-                                   keys)
+            x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary,
+                                   (start, mask, keys))
             x = x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))
         return self.model.lm_head(self.norm(x[-keep:], m.norm))                # [keep, V]
 
@@ -92,26 +100,40 @@ class Lean:
         """Each row sees the keys up to its own position, over the first `keys` of the cache."""
         return (torch.arange(keys)[None, :] <= positions[:, None])[None, None]  # [1, 1, S, keys]
 
-    def attention(self, layer, x: torch.Tensor, kv, rotary, mask: torch.Tensor, keys: int) -> torch.Tensor:
+    def attention(self, layer, x: torch.Tensor, kv, rotary,
+                  where: tuple[int, torch.Tensor | None, int]) -> torch.Tensor:
+        """`where`: the pass's first position, and for torch's attention its mask and key count."""
         a, s = layer.self_attn, x.shape[0]
-        q = a.q_proj(x).view(s, self.heads, self.head_dim).transpose(0, 1)        # [H, S, D]
-        k = a.k_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)     # [H_kv, S, D]
-        v = a.v_proj(x).view(s, self.kv_heads, self.head_dim).transpose(0, 1)
+        q = a.q_proj(x).view(s, self.heads, self.head_dim)                        # [S, H, D]
+        k = a.k_proj(x).view(s, self.kv_heads, self.head_dim)                     # [S, H_kv, D]
+        v = a.v_proj(x).view(s, self.kv_heads, self.head_dim)
         # the tables in the activations' dtype, as transformers' rotary hands them over: a bf16 model's
         # keys stay bf16 (its cache's dtype) and are the bits its own forward writes
-        cos, sin = (table.to(x.dtype) for table in rotary)
+        cos, sin = (table.to(x.dtype)[:, None] for table in rotary)               # [S, 1, D]
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        cached_k, cached_v = kv.update(k[None], v[None])                           # [1, H_kv, capacity, D]
-        out = folded(q[None], cached_k[:, :, :keys], cached_v[:, :, :keys], mask, self.scaling,
-                     self.heads // self.kv_heads)                                  # [1, H, S, D]
-        return a.o_proj(out[0].transpose(0, 1).reshape(s, self.heads * self.head_dim))
+        cached_k, cached_v = kv.update(k.transpose(0, 1)[None], v.transpose(0, 1)[None])  # [1, H_kv, capacity, D]
+        start, mask, keys = where
+        if self.own_attention:
+            out = qkernel.attend(q.contiguous(), cached_k[0], cached_v[0], start, self.scaling)  # [S, H * D]
+        else:
+            out = folded(q.transpose(0, 1)[None], cached_k[:, :, :keys], cached_v[:, :, :keys], mask, self.scaling,
+                         self.heads // self.kv_heads)[0].transpose(0, 1).reshape(s, self.heads * self.head_dim)
+        return a.o_proj(out)
 
     @staticmethod
     def mlp(mlp: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return mlp.down_proj(torch.nn.functional.silu(mlp.gate_proj(x)) * mlp.up_proj(x))
 
 
+def own_attention(model: torch.nn.Module, head_dim: int) -> bool:
+    """Whether passes attend through specd's kernel (kernels/attend.c) rather than torch's SDPA: a
+    float32 model with block weights, where specd's threads are the pass's threads (torch's run
+    one; models/load.py) and every row's attention is computed alone, whatever the pass's width."""
+    return (model.dtype == torch.float32 and head_dim % 8 == 0 and head_dim <= 256 and qkernel.available()
+            and any(isinstance(m, BlockLinear) for m in model.modules()))
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding, half-split as Llama and Qwen2 apply it: x [H, S, D]."""
+    """Rotary position embedding, half-split as Llama and Qwen2 apply it: x [S, H, D]."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin

@@ -17,6 +17,7 @@ from collections import defaultdict
 import torch
 
 from specd.decoding.blocks import BlockLinear
+from specd.decoding.qkernel import ATTEND_EVENT
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.qlinear import Int4Linear, Int8Linear
@@ -25,7 +26,7 @@ from specd.decoding.verify import accept_greedy
 WIDTHS = (1, 4, 8, 16)
 CACHED = 1000
 PARTS = {  # torch op -> part; what is not named here is "other ops"
-    "aten::scaled_dot_product_attention": "attention",
+    "aten::scaled_dot_product_attention": "attention", ATTEND_EVENT: "attention",
     "aten::rms_norm": "norms, rotary", "aten::pow": "norms, rotary", "aten::mean": "norms, rotary",
     "aten::rsqrt": "norms, rotary", "aten::cos": "norms, rotary", "aten::sin": "norms, rotary",
     "aten::neg": "norms, rotary",

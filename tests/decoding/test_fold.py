@@ -45,6 +45,9 @@ def test_quantized_weights_fold_edits_and_need_no_padding(int4):
     # the quantized kernels compute a row from its own input alone, and attention pads its query blocks:
     # every width gives the same bits, and a prompt's tokens may share a pass with the draft
     assert int4.low_width == 1 and int4.folds
+    # block weights (float32) attend through specd's kernel, int4's bf16 through torch's
+    lean = getattr(int4.target.model, "specd_lean", None)
+    assert (lean is not None and lean.own_attention) == (int4.target.weights == "gguf")
 
 
 @pytest.mark.parametrize("drafter", ["none", "lookup"])

@@ -25,6 +25,7 @@ def test_a_pass_is_split_into_its_parts_beside_its_floor(tiny_target, tmp_path, 
     for width in result["widths"].values():
         assert list(width["parts"]) == list(ORDER)
         assert width["parts"]["matmuls"] > 0, "the linear layers' hooks timed them"
+        assert width["parts"]["attention"] > 0, "attention seen: torch's SDPA, or specd's kernel by its event"
         assert all(ms >= 0 for ms in width["parts"].values())
         assert width["x_floor"] == pytest.approx(width["ms"] / result["floor_ms"])
 
