@@ -17,9 +17,9 @@ from collections import defaultdict
 import torch
 
 from specd.decoding.blocks import BlockLinear
-from specd.decoding.qkernel import ATTEND_EVENT
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
+from specd.decoding.qkernel import ATTEND_EVENT
 from specd.decoding.qlinear import Int4Linear, Int8Linear
 from specd.decoding.verify import accept_greedy
 
