@@ -13,7 +13,8 @@ never on the rows beside it or the thread count (tests/decoding/test_qkernel.py)
 AVX-VNNI and AVX-512 code compute the portable code's very bits (the same float operations in the
 same order), so the choice between them, made at run time from the CPU's flags, changes speed only.
 Attention likewise: a row's softmax runs over blocks of 32 keys counted from position 0, whatever
-the pass's width or the cache's length, one (row, query head) per thread (tests/decoding/test_attend.py).
+the pass's width or the cache's length, each (row, query head) computed whole by one thread
+(tests/decoding/test_attend.py).
 """
 
 from __future__ import annotations

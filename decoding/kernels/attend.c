@@ -1,8 +1,9 @@
 /* Attention on the CPU for float32 passes (decoding/lean.py through decoding/qkernel.py): each query
  * row computed whole by one thread, alone (attend.h), so a row's bits never depend on the rows
  * beside it; torch's flash attention splits queries into blocks whose shape depends on the pass
- * (decoding/attention.py pads around that). The rows sharing a key/value head sit together, so
- * each thread reads its heads' keys and values from memory once and the rest from its caches.
+ * (decoding/attention.py pads around that). The query heads sharing a key/value head sweep its
+ * keys together, block by block, so a thread reads each block from memory once and the other
+ * heads find it in the core's cache.
  * This file holds the portable body (the AVX2 one, attend_avx2.c, computes the same bits) and
  * what Python calls.
  */
@@ -36,48 +37,70 @@ static float dot8(const float *a, const float *b, int d) {
     return (s0 + s2) + (s1 + s3);
 }
 
-void attend_row(const float *q, const float *k, const float *v, int d, int last, float scale, float *out) {
-    float acc[MAX_DIM] = {0}, p[KEYS], top = -INFINITY, sum = 0.0f;
+/* one head's block of n keys from key b: its scores, the running top and sum rescaled, acc updated */
+static void block(const float *q, const float *k, const float *v, int d, int b, int n, float scale, float *acc,
+                  float *top, float *sum) {
+    float p[KEYS], was = *top;
+    for (int j = 0; j < n; j++) {
+        p[j] = dot8(q, k + (size_t)(b + j) * d, d) * scale;
+        *top = p[j] > *top ? p[j] : *top;
+    }
+    float c = exp_neg(was - *top);      /* the earlier blocks' weights, rescaled to the new top */
+    *sum *= c;
+    for (int j = 0; j < n; j++) {
+        p[j] = exp_neg(p[j] - *top);
+        *sum += p[j];
+    }
+    for (int i = 0; i < d; i++) {
+        float a = acc[i] * c;
+        for (int j = 0; j < n; j++) a = fmaf(p[j], v[(size_t)(b + j) * d + i], a);
+        acc[i] = a;
+    }
+}
+
+void attend_heads(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
+                  float *out) {
+    float acc[HEADS_AT_ONCE][MAX_DIM] = {{0}}, top[HEADS_AT_ONCE], sum[HEADS_AT_ONCE] = {0};
+    for (int h = 0; h < count; h++) top[h] = -INFINITY;
     for (int b = 0; b <= last; b += KEYS) {
         int n = last + 1 - b < KEYS ? last + 1 - b : KEYS;
-        float was = top;
-        for (int j = 0; j < n; j++) {
-            p[j] = dot8(q, k + (size_t)(b + j) * d, d) * scale;
-            top = p[j] > top ? p[j] : top;
-        }
-        float c = exp_neg(was - top);      /* the earlier blocks' weights, rescaled to the new top */
-        sum *= c;
-        for (int j = 0; j < n; j++) {
-            p[j] = exp_neg(p[j] - top);
-            sum += p[j];
-        }
-        for (int i = 0; i < d; i++) {
-            float a = acc[i] * c;
-            for (int j = 0; j < n; j++) a = fmaf(p[j], v[(size_t)(b + j) * d + i], a);
-            acc[i] = a;
-        }
+        for (int h = 0; h < count; h++) block(q + (size_t)h * d, k, v, d, b, n, scale, acc[h], &top[h], &sum[h]);
     }
-    for (int i = 0; i < d; i++) out[i] = acc[i] / sum;
+    for (int h = 0; h < count; h++)
+        for (int i = 0; i < d; i++) out[(size_t)h * d + i] = acc[h][i] / sum[h];
 }
 
 typedef struct {
-    attend_row_fn row;
+    attend_fn sweep;
     const float *q;          /* [s, heads, d] */
     const float *k, *v;      /* [kv_heads, capacity, d] */
-    int heads, groups, s, d, start, capacity;
+    int heads, groups, per, chunks, s, d, start, capacity;
     float scale;
     float *out;              /* [s, heads, d] */
 } attend_job;
 
-/* units [start, end): unit u is kv head u / (s * groups), then query row, then head in the group */
+/* units [start, end): unit u is kv head u / (s * chunks), then query row, then its chunk of `per`
+ * heads in the group */
 static void attend_part(void *arg, int start, int end) {
     const attend_job *job = arg;
-    int per_head = job->s * job->groups;
+    int per_head = job->s * job->chunks;
     for (int u = start; u < end; u++) {
-        int g = u / per_head, r = u % per_head / job->groups, h = g * job->groups + u % job->groups;
-        size_t at = ((size_t)r * job->heads + h) * job->d, head = (size_t)g * job->capacity * job->d;
-        job->row(job->q + at, job->k + head, job->v + head, job->d, job->start + r, job->scale, job->out + at);
+        int g = u / per_head, r = u % per_head / job->chunks, first = u % job->chunks * job->per;
+        int count = job->groups - first < job->per ? job->groups - first : job->per;
+        size_t at = ((size_t)r * job->heads + g * job->groups + first) * job->d;
+        size_t head = (size_t)g * job->capacity * job->d;
+        job->sweep(job->q + at, count, job->k + head, job->v + head, job->d, job->start + r, job->scale,
+                   job->out + at);
     }
+}
+
+/* Heads per unit: as many of a group as keep every thread busy (a width-1 pass on 2 threads: one
+ * kv head's whole group each, its keys read once), at most HEADS_AT_ONCE. Speed only: each head's
+ * bits are the same however the heads are grouped. */
+static int heads_per_unit(int groups, int kv_heads, int s) {
+    int per = groups * kv_heads * s / pool_threads();
+    per = per < 1 ? 1 : per > HEADS_AT_ONCE ? HEADS_AT_ONCE : per;
+    return per < groups ? per : groups;
 }
 
 /* out [s, heads, d] = attention of q [s, heads, d] (row r at position start + r) over the keys and
@@ -88,11 +111,12 @@ int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const fl
     if (s <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || d % 8 != 0 || d > MAX_DIM || start < 0 ||
         start + s > capacity)
         return -1;
-    attend_row_fn row = attend_row;
+    attend_fn sweep = attend_heads;
 #if defined(__x86_64__) || defined(_M_X64)
-    if (specd_kernel_level(-1) >= 1) row = attend_row_avx2;
+    if (specd_kernel_level(-1) >= 1) sweep = attend_heads_avx2;
 #endif
-    attend_job job = {row, q, k, v, heads, heads / kv_heads, s, d, start, capacity, scale, out};
-    pool_run(attend_part, &job, kv_heads * s * job.groups, 1);
+    int groups = heads / kv_heads, per = heads_per_unit(groups, kv_heads, s), chunks = (groups + per - 1) / per;
+    attend_job job = {sweep, q, k, v, heads, groups, per, chunks, s, d, start, capacity, scale, out};
+    pool_run(attend_part, &job, kv_heads * s * chunks, 1);
     return 0;
 }

@@ -25,13 +25,20 @@
 #define EXP_P4 1.6666665459e-1f
 #define EXP_P5 5.0000001201e-1f
 
-/* out[0..d) = softmax(q . k_j * scale over j <= last) weighted sum of v_j; key j at k + j * d */
-typedef void (*attend_row_fn)(const float *q, const float *k, const float *v, int d, int last, float scale,
-                              float *out);
+#define HEADS_AT_ONCE 8   /* query heads of one key/value head swept over its keys together */
 
-void attend_row(const float *q, const float *k, const float *v, int d, int last, float scale, float *out);
+/* For each of `count` (<= HEADS_AT_ONCE) query heads h, d apart in q and out:
+ * out_h[0..d) = softmax(q_h . k_j * scale over j <= last) weighted sum of v_j; key j at k + j * d.
+ * The heads share each block of keys and values while it is in the core's cache; each head's
+ * arithmetic is its own, the same as if it were swept alone. */
+typedef void (*attend_fn)(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
+                          float *out);
+
+void attend_heads(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
+                  float *out);
 #if defined(__x86_64__) || defined(_M_X64)
-void attend_row_avx2(const float *q, const float *k, const float *v, int d, int last, float scale, float *out);
+void attend_heads_avx2(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
+                       float *out);
 #endif
 
 #endif

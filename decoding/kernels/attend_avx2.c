@@ -1,4 +1,4 @@
-/* The AVX2 body of attend.c's row: the same float operations in the same order, eight lanes at a
+/* The AVX2 body of attend.c's heads: the same float operations in the same order, eight lanes at a
  * time (the head dimension in the weighted sum, and four keys' dot products side by side), so the
  * same bits. Chosen at run time where the CPU has AVX2 and FMA, like dot_avx2.c.
  */
@@ -73,26 +73,38 @@ INLINE void weigh(__m256 *acc, const float *p, const float *v, int d, int n, flo
     }
 }
 
-AVX2 void attend_row_avx2(const float *q, const float *k, const float *v, int d, int last, float scale, float *out) {
-    __m256 acc[MAX_DIM / 8];
-    for (int i = 0; i < d / 8; i++) acc[i] = _mm256_setzero_ps();
-    float p[KEYS] = {0}, top = -INFINITY, sum = 0.0f;
+/* one head's block of n keys from key b: attend.c's block */
+INLINE void block(const float *q, const float *k, const float *v, int d, int b, int n, float scale, __m256 *acc,
+                  float *top, float *sum) {
+    float p[KEYS] = {0}, was = *top;
+    for (int j = 0; j < n; j += KEYS_AT_ONCE)
+        dots(q, k + (size_t)(b + j) * d, d, n - j < KEYS_AT_ONCE ? n - j : KEYS_AT_ONCE, p + j);
+    for (int j = 0; j < n; j++) {
+        p[j] *= scale;
+        *top = p[j] > *top ? p[j] : *top;
+    }
+    float c = _mm256_cvtss_f32(exp_neg8(_mm256_set1_ps(was - *top)));
+    *sum *= c;
+    for (int j = 0; j < n; j += 8)
+        _mm256_storeu_ps(p + j, exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(p + j), _mm256_set1_ps(*top))));
+    for (int j = 0; j < n; j++) *sum += p[j];
+    weigh(acc, p, v + (size_t)b * d, d, n, c);
+}
+
+AVX2 void attend_heads_avx2(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
+                            float *out) {
+    __m256 acc[HEADS_AT_ONCE][MAX_DIM / 8];
+    float top[HEADS_AT_ONCE], sum[HEADS_AT_ONCE];
+    for (int h = 0; h < count; h++) {
+        for (int i = 0; i < d / 8; i++) acc[h][i] = _mm256_setzero_ps();
+        top[h] = -INFINITY, sum[h] = 0.0f;
+    }
     for (int b = 0; b <= last; b += KEYS) {
         int n = last + 1 - b < KEYS ? last + 1 - b : KEYS;
-        float was = top;
-        for (int j = 0; j < n; j += KEYS_AT_ONCE)
-            dots(q, k + (size_t)(b + j) * d, d, n - j < KEYS_AT_ONCE ? n - j : KEYS_AT_ONCE, p + j);
-        for (int j = 0; j < n; j++) {
-            p[j] *= scale;
-            top = p[j] > top ? p[j] : top;
-        }
-        float c = _mm256_cvtss_f32(exp_neg8(_mm256_set1_ps(was - top)));
-        sum *= c;
-        for (int j = 0; j < n; j += 8)
-            _mm256_storeu_ps(p + j, exp_neg8(_mm256_sub_ps(_mm256_loadu_ps(p + j), _mm256_set1_ps(top))));
-        for (int j = 0; j < n; j++) sum += p[j];
-        weigh(acc, p, v + (size_t)b * d, d, n, c);
+        for (int h = 0; h < count; h++) block(q + (size_t)h * d, k, v, d, b, n, scale, acc[h], &top[h], &sum[h]);
     }
-    for (int i = 0; i < d / 8; i++) _mm256_storeu_ps(out + 8 * i, _mm256_div_ps(acc[i], _mm256_set1_ps(sum)));
+    for (int h = 0; h < count; h++)
+        for (int i = 0; i < d / 8; i++)
+            _mm256_storeu_ps(out + (size_t)h * d + 8 * i, _mm256_div_ps(acc[h][i], _mm256_set1_ps(sum[h])));
 }
 #endif

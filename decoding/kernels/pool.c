@@ -91,6 +91,8 @@ int specd_threads(int n) {
     return pool.count;
 }
 
+int pool_threads(void) { return pool.count; }
+
 void pool_run(pool_task task, void *arg, int total, int align) {
     if (pool.count == 1 || total <= align) {
         task(arg, 0, total);

@@ -8,6 +8,9 @@ typedef void (*pool_task)(void *arg, int start, int end);
  * multiple of `align` long (but the last); returns when every part is done. */
 void pool_run(pool_task task, void *arg, int total, int align);
 
+/* The threads in use (the caller's included). */
+int pool_threads(void);
+
 /* The threads to use from now on (1 runs everything on the caller); returns the count in use. */
 int specd_threads(int n);
 

@@ -11,7 +11,8 @@ from specd.decoding import qkernel
 
 pytestmark = pytest.mark.skipif(not qkernel.available(), reason="specd's kernels were not built here")
 
-SHAPES = [(12, 2, 128), (14, 2, 64), (4, 4, 16)]   # heads, key/value heads, head size: the 1.5B, the 0.5B, plain
+# heads, key/value heads, head size: the 1.5B, the 0.5B, plain, and a group wider than the heads swept at once (8)
+SHAPES = [(12, 2, 128), (14, 2, 64), (4, 4, 16), (20, 1, 32)]
 
 
 def tensors(heads: int, kv_heads: int, d: int, s: int, capacity: int, seed: int = 0):
@@ -64,6 +65,21 @@ def test_one_thread_or_two_give_the_same_bits():
     finally:
         qkernel.threads(used)
     assert torch.equal(one, two)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_heads_bits_do_not_depend_on_the_heads_swept_beside_it(threads):
+    """The heads of a group share each block of keys (in units of up to 8, as many as keep the
+    threads busy): each head alone, as a group of one, gives the grouped call's bits."""
+    q, keys, values = tensors(20, 1, 32, 3, 200, seed=4)
+    used = qkernel.threads(threads)
+    try:
+        whole = qkernel.attend(q, keys, values, 150, 0.2)
+        alone = torch.cat([qkernel.attend(q[:, h:h + 1].contiguous(), keys, values, 150, 0.2) for h in range(20)],
+                          dim=1)
+    finally:
+        qkernel.threads(used)
+    assert torch.equal(whole, alone)
 
 
 @pytest.mark.skipif(qkernel.best_level() == "portable", reason="this CPU has no AVX2")
