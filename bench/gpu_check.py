@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specd.decoding import graphs
+from specd.decoding import graph_setup, graphs
 from specd.decoding.determinism import make_deterministic
 from specd.decoding.forward import draft_step, prefill, step
 from specd.decoding.kvcache import KVCache
@@ -136,7 +136,7 @@ def both(model, device, run, repeats: int, capture: bool) -> tuple[float, float 
     eager = timed(device, run, repeats)
     if not capture:
         return eager, None
-    graphs.attach(model)
+    graph_setup.attach(model)
     captured = timed(device, run, repeats)
     return eager, captured
 
@@ -214,7 +214,7 @@ def keystroke_rows(name: str, target, draft, device, sz: Sizes, capture: bool, r
         captured = None
         if capture:
             for m in models:
-                graphs.attach(m)
+                graph_setup.attach(m)
             captured = timed(device, run, repeats)
             for m in models:
                 graphs.detach(m)
@@ -227,7 +227,7 @@ def probe(name: str, model, capacity: int, capture: bool, largest: int) -> dict:
     """The width probe (every used width run twice) on the passes the engine would use."""
     graphs.detach(model)
     if capture:
-        graphs.attach(model)
+        graph_setup.attach(model)
     started = time.perf_counter()
     try:
         low = smallest_equivalent_width(model, capacity, largest, 0, model.config.vocab_size)

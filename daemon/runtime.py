@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 from specd.daemon.config import Config, ConfigError
 from specd.decoding.engine import Engine
-from specd.decoding.graphs import warm_engine
+from specd.decoding.graph_setup import warm_engine
 from specd.decoding.layerskip import parse as parse_layers
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.widths import Probe
@@ -72,7 +72,7 @@ def build_engine(config: Config, pull: bool = False, progress: Callable[[str], N
     progress(f"width probe ({f'{time.perf_counter() - started:.1f} s' if measured else 'kept from an earlier start'}): "
              f"passes padded to {engine.low_width} of {engine.width} rows (of {settings.width} allowed, the widest "
              f"that can pay here); edits folded into the verify pass: {'yes' if engine.folds else 'no (other bits)'}")
-    if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graphs.py)
+    if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graph_setup.py)
         progress(note)
     return engine
 

@@ -23,12 +23,10 @@ from specd.decoding.forward import draft_step, prefill
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.policy import Stop
 from specd.decoding.prompt import Prompt
-from specd.decoding.settings import window_capacity
+from specd.decoding.settings import DRAFT_CHUNK, window_capacity
 from specd.decoding.verify import distribution
 
 ALIGN = 64
-CHUNK = 512  # prefill tokens per draft pass: the draft reads several times faster than the target,
-             # so a chunk of 512 takes about what a target chunk of 128 does (cancel checks stay as often)
 
 
 class ModelDrafter:
@@ -94,9 +92,9 @@ class ModelProposer:
         reuse = self.cache.common_prefix(head)
         if len(head) - reuse > 1:  # a prompt to read: in chunks, with a cancel check between
             started = time.perf_counter()
-            _, computed, finished = prefill(self.model, self.cache, head, CHUNK, self.job.cancelled)
+            _, computed, finished = prefill(self.model, self.cache, head, DRAFT_CHUNK, self.job.cancelled)
             self.prefill_s = time.perf_counter() - started
-            self.forwards += -(-computed // CHUNK)
+            self.forwards += -(-computed // DRAFT_CHUNK)
             if not finished:
                 return None
             reuse = len(head)

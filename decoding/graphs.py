@@ -18,7 +18,8 @@ then runs through the graphs, so it measures what is used. A pass on an empty ca
 there transformers may take SDPA's causal path rather than the explicit mask the graphs use.
 
 `capture=False` runs the same arena and static-buffer pass without capturing: the logic tested on
-a CPU. Attached per model by `attach`; `forward.py` asks `replay` before every eager pass.
+a CPU. Attached per model by `attach` (through graph_setup.py, which hands it forward.py's pass and
+warms an engine's shapes at start-up); `forward.py` asks `replay` before every eager pass.
 """
 
 from __future__ import annotations
@@ -231,13 +232,10 @@ def _eligible(cache: KVCache, shape: tuple[int, int]) -> bool:
     return shape[0] <= MAX_ROWS and layer.is_initialized and len(cache.tokens) > 0
 
 
-def attach(model: torch.nn.Module, capture: bool = True,
-           eager: Callable[[KVCache, list[int], int], torch.Tensor] | None = None) -> PassGraphs:
-    """Give `model` static passes (captured where `capture`); `eager` defaults to forward.py's pass."""
-    if eager is None:
-        from specd.decoding import forward  # it imports this module
-
-        eager = lambda cache, ids, keep: forward._forward(model, cache, ids, keep)  # noqa: E731
+def attach(model: torch.nn.Module, eager: Callable[[KVCache, list[int], int], torch.Tensor],
+           capture: bool = True) -> PassGraphs:
+    """Give `model` static passes of `eager` (captured where `capture`): graph_setup.attach hands
+    it forward.py's pass."""
     graphs = PassGraphs(model, eager, capture)
     model._specd_graphs = graphs
     return graphs
@@ -249,42 +247,6 @@ def detach(model: torch.nn.Module) -> None:
     for arena in graphs.arenas.values() if graphs else ():
         arena.release()
     model.__dict__.pop("_specd_graphs", None)
-
-
-def warm(model: torch.nn.Module, capacity: int, shapes: list[tuple[int, int]], pad_id: int) -> None:
-    """Capture `shapes` (rows, logits kept) on `model`'s arena for `capacity`, on a scratch cache."""
-    from specd.decoding import forward
-
-    if attached(model) is None:
-        return
-    cache = KVCache(model, capacity)
-    forward.prefill(model, cache, [pad_id] * 8, 8, lambda: False)  # initialises the layers
-    with torch.inference_mode():
-        for rows, keep in shapes:
-            if rows + 8 > capacity:
-                continue
-            for _ in range(2):  # the second use captures
-                forward._forward(model, cache, [pad_id] * rows, keep)
-                cache.truncate(8)
-
-
-def warm_engine(engine) -> str | None:
-    """At start-up: capture the passes an engine repeats (its widths, a full prefill chunk, the
-    draft's one-token step and prefill chunk); the line for the start-up log, or None without graphs."""
-    from specd.decoding.draft_model import CHUNK
-
-    target = attached(engine.target.model)
-    if target is None:
-        return None
-    s, started = engine.settings, time.perf_counter()
-    widths = [(w, w) for w in range(engine.low_width, engine.width + 1)]
-    warm(engine.target.model, s.capacity, widths + [(s.prefill_chunk, 1)], engine.pad_id)
-    graphs = [target]
-    if engine.draft is not None and attached(engine.draft.model) is not None:
-        warm(engine.draft.model, s.draft_capacity, [(1, 1), (CHUNK, 1)], engine.pad_id)
-        graphs.append(attached(engine.draft.model))
-    return (f"CUDA graphs warmed in {(time.perf_counter() - started) * 1e3:.0f} ms: "
-            + "; ".join(f"{name} {g.stats}" for name, g in zip(("target", "draft"), graphs)))
 
 
 @contextmanager

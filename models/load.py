@@ -73,9 +73,9 @@ def load(spec: ModelSpec, cache_dir: Path, device: str = "auto", dtype: str = "a
         counts = quantize_weights(model, folder, quantize, cache_dir, say)
         log.info("%s weights: %s", spec.role, ", ".join(f"{n} layers {k}" for k, n in counts.items() if n))
     if dev.type == "cuda":
-        from specd.decoding import graphs
+        from specd.decoding import graph_setup
 
-        graphs.attach(model)  # repeated pass shapes replay as CUDA graphs (decoding/graphs.py)
+        graph_setup.attach(model)  # repeated pass shapes replay as CUDA graphs (decoding/graphs.py)
     return LoadedModel(spec, folder, tokenizer, model, dev, dt, device_reason=choice.reason, weights=quantize)
 
 

@@ -122,3 +122,45 @@ def test_importing_loads_no_engine_library(modules):
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(ENGINE_LIBRARIES)!r}))")
     loaded = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]", f"importing {modules} loads {loaded}"
+
+
+def module_graph(paths: list[Path]) -> dict[str, set[str]]:
+    """Each module (specd.<part>.<name>) and the modules it imports, at any depth of the file."""
+    name = lambda p: "specd." + ".".join(p.relative_to(ROOT).with_suffix("").parts)  # noqa: E731
+    known = {name(p) for p in paths if part_of(p) is not None}
+    return {name(p): {m for m, _ in imports(p) if m in known and m != name(p)} for p in paths if name(p) in known}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each group of modules that import one another round a loop (Tarjan's strongly connected
+    components of more than one module)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v), on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                on.discard(w), group.append(w)
+            on.discard(v)
+            if group:
+                found.append(sorted([v, *group]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_modules_import_one_another_round_a_loop():
+    """Within a part too, arrows run one way (a function-level import counts: it hides the loop
+    from Python, not from a reader)."""
+    assert not cycles(module_graph(sources()))
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from specd.decoding import graphs
+from specd.decoding import graph_setup, graphs
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from tests.conftest import device_under_test, tiny_engine, tiny_loaded
@@ -36,7 +36,7 @@ def test_static_passes_give_the_eager_bits_while_documents_take_turns(tiny_targe
     model, pad_id = loaded.model, loaded.tokenizer.pad_token_id
     graphs.detach(model)
     eager = _session(model, pad_id)
-    attached = graphs.attach(model, capture=CAPTURE)
+    attached = graph_setup.attach(model, capture=CAPTURE)
     static = _session(model, pad_id)
     graphs.detach(model)
     assert len(static) == len(eager)
@@ -58,7 +58,7 @@ def test_a_static_pass_counts_as_a_pass_for_the_models_pre_hooks(tiny_target):
         graphs.detach(model)
         _session(model, pad_id)
         eager, count[0] = count[0], 0
-        attached = graphs.attach(model, capture=CAPTURE)
+        attached = graph_setup.attach(model, capture=CAPTURE)
         for _ in range(2):  # every shape seen twice: captured
             _session(model, pad_id)
         captured, count[0] = attached.stats.captured, 0
@@ -73,7 +73,7 @@ def test_a_static_pass_counts_as_a_pass_for_the_models_pre_hooks(tiny_target):
 def test_one_off_shapes_and_empty_caches_stay_eager(tiny_target):
     loaded = tiny_loaded(tiny_target)
     model = loaded.model
-    attached = graphs.attach(model, capture=CAPTURE)
+    attached = graph_setup.attach(model, capture=CAPTURE)
     cache = KVCache(model, 96)
     assert graphs.replay(model, cache, [1, 2, 3], 1) is None, "an empty cache runs eagerly"
     # chunks of 7: the first on the empty cache, then seen once, captured, replayed; a one-off 2
@@ -92,7 +92,7 @@ def test_an_engine_with_static_passes_decodes_the_same_tokens(tiny_target, tiny_
     want = {d: engine.complete(request(prefix, suffix, d, f"eager-{d}")).tokens for d in ("none", "hybrid")}
     for model in (engine.target.model, engine.draft.model):
         graphs.detach(model)
-        graphs.attach(model, capture=CAPTURE)
+        graph_setup.attach(model, capture=CAPTURE)
     for drafter in ("none", "hybrid"):
         for document in ("a", "b", "a"):  # new documents, and one coming back
             got = engine.complete(request(prefix, suffix, drafter, f"{drafter}-{document}"))
@@ -103,10 +103,10 @@ def test_an_engine_with_static_passes_decodes_the_same_tokens(tiny_target, tiny_
 
 def test_start_up_warms_the_passes_an_engine_repeats(tiny_target, tiny_draft):
     engine = tiny_engine(tiny_target, tiny_draft)
-    assert graphs.warm_engine(engine) is None, "no graphs attached, nothing to warm"
+    assert graph_setup.warm_engine(engine) is None, "no graphs attached, nothing to warm"
     for model in (engine.target.model, engine.draft.model):
-        graphs.attach(model, capture=CAPTURE)
-    note = graphs.warm_engine(engine)
+        graph_setup.attach(model, capture=CAPTURE)
+    note = graph_setup.warm_engine(engine)
     s = engine.settings
     target = graphs.attached(engine.target.model).arenas[s.capacity]
     draft = graphs.attached(engine.draft.model).arenas[s.draft_capacity]
