@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llama_vim import T_MAX_PREDICT_MS, Editor, Server, context  # noqa: E402
+from llama_vim import T_MAX_PREDICT_MS, Editor, LlamaServer, context  # noqa: E402
 
 from specd.decoding.errors import UserError  # noqa: E402
-from specd.lsp.replay_report import Outcome, Sent, report  # noqa: E402
+from specd.lsp.replay_report import Keystroke, Outcome, report  # noqa: E402
 from specd.lsp.typist import Passage, add_arguments, passages, schedule  # noqa: E402
 
 SKIPPED = ("bench/llama_replay.py: skipped: LLAMA_SERVER is not set (the path of a llama-server binary; "
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         typed = passages(args)
         gguf = _gguf(args.gguf)
         with llama_server(Path(binary), gguf, args.threads, args.ctx_size) as url:
-            outcomes = asyncio.run(replay(Server(url, n_predict=args.n_predict), typed, args.cps, args.pause_ms,
+            outcomes = asyncio.run(replay(LlamaServer(url, n_predict=args.n_predict), typed, args.cps, args.pause_ms,
                                           args.read_ms))
     except UserError as error:
         print(f"llama_replay: {error}", file=sys.stderr)
@@ -129,7 +129,7 @@ def _wait_healthy(process: subprocess.Popen, url: str, log, start_s: float) -> N
     raise LlamaError(f"llama-server did not answer /health within {start_s:.0f} s")
 
 
-async def replay(server: Server, typed: tuple[Passage, ...], cps: float, pause_ms: float,
+async def replay(server: LlamaServer, typed: tuple[Passage, ...], cps: float, pause_ms: float,
                  read_ms: float = 0.0) -> list[Outcome]:
     """Type every passage into its own buffer (one result cache for all, as in one Vim), one
     Outcome per passage with what the server said it spent. Each file is read for `read_ms`
@@ -156,7 +156,7 @@ async def _type(editor: Editor, passage: Passage, cps: float, pause_ms: float) -
         started = time.perf_counter()
         if outcome.sent:
             outcome.sent[-1].next_at = started
-        sent = Sent(started, passage.typed[i + 1:] + passage.after, index=i, pause=key.pause)
+        sent = Keystroke(started, passage.typed[i + 1:] + passage.after, index=i, pause=key.pause)
         outcome.sent.append(sent)
         editor.moved(passage.before + passage.typed[: i + 1], passage.after, sent)
         await asyncio.sleep(max(0.0, key.gap_s - (time.perf_counter() - started)))

@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from specd.lsp.replay_report import Sent
+from specd.lsp.replay_report import Keystroke
 
 N_PREFIX_LINES = 256
 N_SUFFIX_LINES = 64
@@ -97,7 +97,7 @@ def render(content: str, ctx: Context) -> str:
 
 
 @dataclass
-class Server:
+class LlamaServer:
     """llama.cpp's /infill, as llama.vim calls it (greedy here, see the module's docstring)."""
     url: str                      # http://127.0.0.1:PORT
     n_predict: int = 48
@@ -137,17 +137,17 @@ class Server:
 @dataclass
 class Editor:
     """One buffer being typed into, with llama.vim's job, retry timer and result cache."""
-    server: Server
+    server: LlamaServer
     cache: dict[str, str] = field(default_factory=dict)   # shared by every passage, as llama.vim's is global
     before: str = ""
     after: str = ""
-    sent: Sent | None = None      # the current key's record: where a suggestion shown now is counted
+    sent: Keystroke | None = None      # the current key's record: where a suggestion shown now is counted
     shown: str | None = None
     job: asyncio.Task | None = None
     retry: asyncio.TimerHandle | None = None
     failure: Exception | None = None
 
-    def moved(self, before: str, after: str, sent: Sent | None) -> None:
+    def moved(self, before: str, after: str, sent: Keystroke | None) -> None:
         """A key was typed (CursorMovedI): show what the cache has, then ask for this place."""
         self.before, self.after, self.sent, self.shown = before, after, sent, None
         self.try_hint()

@@ -62,7 +62,7 @@ class Document:
                                  cursor=len(self.before) + len(suggestion), max_tokens=max_tokens)
 
 
-async def timed(client: Client, message: protocol.Complete) -> tuple[protocol.Completion, float]:
+async def timed(client: Client, message: protocol.Complete) -> tuple[protocol.CompletionReply, float]:
     started = time.perf_counter()
     reply = await client.complete(message)
     return reply, (time.perf_counter() - started) * 1e3

@@ -113,7 +113,7 @@ class Client:
         assert isinstance(reply, protocol.Welcome), f"a handshake is answered by welcome, not {reply!r}"
         return cls(reader, writer, reply)
 
-    async def complete(self, request: protocol.Complete) -> protocol.Completion:
+    async def complete(self, request: protocol.Complete) -> protocol.CompletionReply:
         try:
             return await self._request(request)
         except asyncio.CancelledError:

@@ -50,7 +50,7 @@ class Models(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cache_dir: str = ""              # default: $SPECD_CACHE_DIR, else $XDG_CACHE_HOME/specd
 
 
-class Completion(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class CompletionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_tokens: int = 48
     drafter: DrafterName = DEFAULT_DRAFTER
     temperature: float = 0.0
@@ -113,7 +113,7 @@ class Trigger(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     models: Models = Models()
     engine: EngineSettings = EngineSettings()   # the engine's own settings (decoding/settings.py)
-    completion: Completion = Completion()
+    completion: CompletionSettings = CompletionSettings()
     daemon: Daemon = Daemon()
     lsp: Lsp = Lsp()
     backend: BackendSettings = BackendSettings()

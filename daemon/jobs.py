@@ -6,14 +6,14 @@ from __future__ import annotations
 import time
 
 from specd.daemon import protocol
-from specd.daemon.config import Completion as CompletionDefaults
+from specd.daemon.config import CompletionSettings
 from specd.daemon.scheduler import Job
 from specd.daemon.tracing import ENGINE_PHASES, TraceRecord
 from specd.decoding.request import Completion, CompletionRequest, RequestError, Sampler
 from specd.decoding.stats import Stats
 
 
-def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> CompletionRequest:
+def engine_request(message: protocol.Complete, defaults: CompletionSettings) -> CompletionRequest:
     """RequestError says what is wrong with the message."""
     try:
         prefix, suffix = message.split()
@@ -34,13 +34,13 @@ def engine_request(message: protocol.Complete, defaults: CompletionDefaults) -> 
         hints=tuple(message.hints), reuse=message.reuse, suffix_tokens=message.suffix_tokens)
 
 
-def reply(job: Job) -> protocol.Completion | protocol.Error:
+def reply(job: Job) -> protocol.CompletionReply | protocol.Error:
     result = job.result
     if not isinstance(result, Completion):
         assert isinstance(result, Exception), f"a finished job holds a result, not {result!r}"
         return protocol.Error(job.message.id, error_code(result), str(result))
     assert job.started is not None, "a finished job was started or dropped"
-    return protocol.Completion(job.message.id, result.text, result.outcome, result.stop_reason,
+    return protocol.CompletionReply(job.message.id, result.text, result.outcome, result.stop_reason,
                                (job.started - job.received) * 1e3, result.stats)
 
 

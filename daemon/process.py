@@ -125,13 +125,13 @@ def run_daemon(config: Config, ready_fd: int | None) -> int:
         notes.send("error", str(error))
         return 1
     try:
-        return serve(config, paths, notes)
+        return listen(config, paths, notes)
     finally:
         lock.release()
 
 
-def serve(config: Config, paths: Paths, notes: Notes) -> int:
-    from specd.daemon.server import Server
+def listen(config: Config, paths: Paths, notes: Notes) -> int:
+    from specd.daemon.socket_server import Server
 
     try:
         socket_dir(paths)

@@ -4,7 +4,7 @@ A frame is a 4-byte big-endian length, then that many bytes of one JSON message 
 field names it. A connection starts with Hello -> Welcome (the version handshake; over TCP, Hello
 carries the token). After that a client sends requests, each with an id it chooses (unique among
 its requests in flight), and gets exactly one reply per request with the same id: Complete ->
-Completion (outcome "done" or "cancelled") or Error; GetStatus -> Status; Shutdown ->
+CompletionReply (outcome "done" or "cancelled") or Error; GetStatus -> Status; Shutdown ->
 ShuttingDown. Cancel is a notice, not a request: the request it names gets its one reply.
 
 A frame over the size cap, bytes that are not JSON, or a message that does not fit these types is
@@ -113,7 +113,7 @@ class Shutdown(Message, tag="shutdown"):
 
 # --- replies from the daemon ---
 
-class Completion(Message, tag="completion"):
+class CompletionReply(Message, tag="completion"):
     id: Id
     text: str
     outcome: Outcome
@@ -170,7 +170,7 @@ class ShuttingDown(Message, tag="shutting_down"):
 
 
 ClientMessage = Hello | Complete | Cancel | GetStatus | Shutdown
-ServerMessage = Welcome | Completion | Error | Status | ShuttingDown
+ServerMessage = Welcome | CompletionReply | Error | Status | ShuttingDown
 CLIENT_TYPES = frozenset(t.__struct_config__.tag for t in ClientMessage.__args__)
 
 

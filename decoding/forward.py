@@ -23,7 +23,7 @@ def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) 
     """Run `ids` after the cached tokens; return the logits of the last `keep` rows."""
     start = cache.positions()
     assert start == len(cache.tokens), f"cache holds {len(cache.tokens)} ids but {start} positions"
-    if (captured := graphs.replay(model, cache, ids, keep)) is not None:  # CUDA graphs: decoding/graphs.py
+    if (captured := graphs.run_captured(model, cache, ids, keep)) is not None:  # CUDA graphs: decoding/graphs.py
         return captured
     if (lean := getattr(model, "specd_lean", None)) is not None:          # CPU block weights: decoding/lean.py
         return lean(cache, ids, keep)

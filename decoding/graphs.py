@@ -19,7 +19,7 @@ there transformers may take SDPA's causal path rather than the explicit mask the
 
 `capture=False` runs the same arena and static-buffer pass without capturing: the logic tested on
 a CPU. Attached per model by `attach` (through graph_setup.py, which hands it forward.py's pass and
-warms an engine's shapes at start-up); `forward.py` asks `replay` before every eager pass.
+warms an engine's shapes at start-up); `forward.py` asks `run_captured` before every eager pass.
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ def attached(model: torch.nn.Module) -> PassGraphs | None:
     return getattr(model, "_specd_graphs", None)
 
 
-def replay(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor | None:
+def run_captured(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor | None:
     """The hook `forward.py` calls: logits from a static pass, or None where the pass runs eagerly."""
     graphs = attached(model)
     return None if graphs is None else graphs.run(cache, ids, keep)

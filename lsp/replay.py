@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 from specd.lsp.focus import DID_FOCUS
-from specd.lsp.replay_report import Outcome, Sent
+from specd.lsp.replay_report import Keystroke, Outcome
 from specd.lsp.typist import Passage, schedule
 
 
@@ -108,7 +108,7 @@ def inline_params(uri: str, line: int, character: int, invoked: bool = False) ->
 
 
 async def _type(client, uri: str, job: Replay, passage: Passage, outcome: Outcome) -> None:
-    pending: list[tuple[str, asyncio.Future, Sent]] = []
+    pending: list[tuple[str, asyncio.Future, Keystroke]] = []
     line, character = end_position(passage.before)
     keys = schedule(passage.typed, job.cps, job.pause_ms)
     for i, key in enumerate(keys):
@@ -125,7 +125,7 @@ async def _type(client, uri: str, job: Replay, passage: Passage, outcome: Outcom
             types.VersionedTextDocumentIdentifier(uri=uri, version=i + 2),
             [types.TextDocumentContentChangePartial(range=types.Range(position, position), text=key.char)]))
         line, character = (line + 1, 0) if key.char == "\n" else (line, character + utf16_units(key.char))
-        sent = Sent(started, passage.typed[i + 1:] + passage.after, index=i, pause=key.pause)
+        sent = Keystroke(started, passage.typed[i + 1:] + passage.after, index=i, pause=key.pause)
         msg_id = str(uuid.uuid4())
         future = client.protocol.send_request_async(
             types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id=msg_id)
@@ -139,7 +139,7 @@ async def _type(client, uri: str, job: Replay, passage: Passage, outcome: Outcom
     await asyncio.wait(futures, timeout=job.timeout_s)
 
 
-def _answered(future: asyncio.Future, sent: Sent) -> None:
+def _answered(future: asyncio.Future, sent: Keystroke) -> None:
     sent.answered_at = time.perf_counter()
     if future.cancelled() or future.exception() is not None:
         sent.answered_at = None

@@ -22,7 +22,8 @@ from specd.daemon.figures import percentile
 
 
 @dataclass
-class Sent:
+class Keystroke:
+    """One key the typist sent, and what became of the request it made."""
     at: float                     # when the key was sent (perf_counter)
     truth: str                    # the real text that followed the cursor once the key was typed
     index: int = 0                # which key of the passage
@@ -50,7 +51,7 @@ class Outcome:
     typed_chars: int = 0
     ended: float = 0.0            # unix time once typing is over and answered
     warm_ms: float | None = None  # the request made on opening the passage, before typing
-    sent: list[Sent] = field(default_factory=list)
+    sent: list[Keystroke] = field(default_factory=list)
     model_ms: dict[str, float] | None = None   # per daemon outcome, from its trace
     asked: int | None = None      # requests the daemon received (its trace): what the trigger let through
 
@@ -102,11 +103,11 @@ def report(outcomes: list[Outcome]) -> dict:
     return figures
 
 
-def _in_time(s: Sent) -> bool:
+def _in_time(s: Keystroke) -> bool:
     return s.answered_at is not None and (s.next_at is None or s.answered_at <= s.next_at)
 
 
-def _latencies(sent: list[Sent]) -> list[float]:
+def _latencies(sent: list[Keystroke]) -> list[float]:
     return [(s.answered_at - s.at) * 1e3 for s in sent]
 
 

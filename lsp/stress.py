@@ -56,7 +56,8 @@ class Plan:
 
 
 @dataclass
-class Sent:
+class Pending:
+    """One request an editor sent, until its answer (or the editor's cancel)."""
     at: float
     msg_id: str
     future: asyncio.Future = field(repr=False)
@@ -97,7 +98,7 @@ def passage(index: int, chars: int) -> tuple[str, str, str]:
     return source[:cut], rest[:chars], source[cut + chars:] if cut + chars < len(source) else ""
 
 
-async def type_into(command: list[str], index: int, plan: Plan, started: float) -> tuple[list[Sent], str | None]:
+async def type_into(command: list[str], index: int, plan: Plan, started: float) -> tuple[list[Pending], str | None]:
     """One editor: start its server, open its document, type, wait for the answers; returns the
     requests, and how its server ended if it did not live to the end (None: it did)."""
     client = LanguageClient(f"specd-stress-{index}", "0.1")
@@ -105,7 +106,7 @@ async def type_into(command: list[str], index: int, plan: Plan, started: float) 
     server = client._server   # pygls keeps the process private; its stderr must be read, or a
     tail: list[bytes] = []    # chatty server blocks once the pipe is full
     drain = asyncio.ensure_future(_drain(server.stderr, tail))
-    sent: list[Sent] = []
+    sent: list[Pending] = []
     try:
         await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
         client.initialized(types.InitializedParams())
@@ -141,7 +142,7 @@ async def _drain(stream: asyncio.StreamReader, tail: list[bytes]) -> None:
         del tail[:-20]
 
 
-async def _type(client, uri: str, before: str, typed: str, plan: Plan, started: float, sent: list[Sent]) -> None:
+async def _type(client, uri: str, before: str, typed: str, plan: Plan, started: float, sent: list[Pending]) -> None:
     line, character = end_position(before)
     for i, char in enumerate(typed):
         due = started + i / plan.cps
@@ -158,12 +159,12 @@ async def _type(client, uri: str, before: str, typed: str, plan: Plan, started: 
         msg_id = str(uuid.uuid4())
         future = client.protocol.send_request_async(
             types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, line, character), msg_id=msg_id)
-        record = Sent(time.perf_counter(), msg_id, future)
+        record = Pending(time.perf_counter(), msg_id, future)
         future.add_done_callback(lambda f, r=record: _answered(f, r))
         sent.append(record)
 
 
-def _answered(future: asyncio.Future, record: Sent) -> None:
+def _answered(future: asyncio.Future, record: Pending) -> None:
     record.answered = time.perf_counter()
     if future.cancelled():
         record.outcome = "cancelled"
@@ -223,7 +224,7 @@ async def stress(plan: Plan, config_path: Path) -> dict:
     return report(plan, load_config(config_path), runs, readings)
 
 
-def report(plan: Plan, config: Config, runs: list[tuple[list[Sent], str | None]], readings: Readings) -> dict:
+def report(plan: Plan, config: Config, runs: list[tuple[list[Pending], str | None]], readings: Readings) -> dict:
     sent = [s for requests, _ in runs for s in requests]
     count = lambda outcome: sum(s.outcome == outcome for s in sent)  # noqa: E731
     latencies = [(s.answered - s.at) * 1e3 for s in sent if s.outcome == "completed"]

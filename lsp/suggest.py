@@ -40,7 +40,7 @@ from specd.daemon.client import Client, DaemonError, new_request_id
 from specd.lsp.context import Cursor, Surroundings
 from specd.lsp.postprocess import Suggestion, clean
 from specd.lsp.trigger import ASK, Decision
-from specd.lsp.typed import Shown, rest_after_typing
+from specd.lsp.typed_through import Shown, rest_after_typing
 
 log = logging.getLogger("specd.lsp")
 OPTIONS = ("reuse", "cancel", "prefetch", "warm")
@@ -96,7 +96,7 @@ class Suggester:
                     raise DaemonUnavailable(f"specd daemon unavailable: {error}") from None
             return self.client
 
-    async def ask(self, request: protocol.Complete) -> protocol.Completion:
+    async def ask(self, request: protocol.Complete) -> protocol.CompletionReply:
         """Send `request`. A connection already known lost (the daemon was restarted or killed
         between requests) is replaced first. A daemon that dies with the request in flight gets it
         answered with an error at once, and a new daemon is started in the background: the request
@@ -162,7 +162,7 @@ class Suggester:
             supersede=self.cancel, reuse=self.reuse)
 
     async def _unless_superseded(self, request: protocol.Complete,
-                                 superseded: asyncio.Event) -> protocol.Completion | None:
+                                 superseded: asyncio.Event) -> protocol.CompletionReply | None:
         """The daemon's answer, or None as soon as a newer request for the document arrives."""
         answer = asyncio.ensure_future(self.ask(request))
         newer = asyncio.ensure_future(superseded.wait())
@@ -180,7 +180,7 @@ class Suggester:
             return None
         return answer.result()
 
-    def _accept(self, uri: str, cursor: Cursor, result: protocol.Completion | None) -> Suggestion | None:
+    def _accept(self, uri: str, cursor: Cursor, result: protocol.CompletionReply | None) -> Suggestion | None:
         if result is None or result.outcome != "done":
             return None
         suggestion = clean(result.text, cursor, result.stop_reason)

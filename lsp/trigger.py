@@ -16,7 +16,7 @@ A manual trigger ignores `auto`, `delay_ms` and `max_line_suffix` (Copilot's man
 with its automatic one off too): the user asked, here, now.
 
 Holding a request back is not the same as turning specd off: a keystroke that types through the
-suggestion on screen still sees its rest (lsp/typed.py): it costs no model time, and a ghost text
+suggestion on screen still sees its rest (lsp/typed_through.py): it costs no model time, and a ghost text
 that vanishes as one types it would be worse than either.
 """
 

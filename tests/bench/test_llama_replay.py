@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import llama_replay  # noqa: E402
-from llama_vim import LOOKBACK_CHARS, N_PREFIX_LINES, Server, context, lookup, render  # noqa: E402
+from llama_vim import LOOKBACK_CHARS, N_PREFIX_LINES, LlamaServer, context, lookup, render  # noqa: E402
 
 from specd.lsp.replay_report import report  # noqa: E402
 from specd.lsp.typist import sample  # noqa: E402
@@ -90,7 +90,7 @@ def test_a_replay_against_a_real_llama_server_reports_every_pause():
     typed = tuple(sample(ROOT / "bench" / "typing", 2, 10, seed=1))
     with llama_replay.llama_server(Path(os.environ["LLAMA_SERVER"]), Path(os.environ["LLAMA_GGUF"]),
                                    threads=2, ctx_size=4096) as url:
-        server = Server(url, n_predict=16)
+        server = LlamaServer(url, n_predict=16)
         outcomes = asyncio.run(llama_replay.replay(server, typed, cps=20, pause_ms=300))
     figures = report(outcomes)
     assert figures["passages"] == 2 and figures["sent"] == figures["chars_typed"] == 20

@@ -251,7 +251,7 @@ def test_ten_thousand_fuzzed_frames_are_each_answered_and_the_daemon_lives(fuzze
     good = Wire(path).hello()
     good.send(protocol.pack(protocol.Complete(id=1, document="file:///after-fuzz.py", prefix="def f(x):\n    "))[4:])
     reply = good.read()
-    assert isinstance(reply, protocol.Completion) and reply.outcome == "done", reply
+    assert isinstance(reply, protocol.CompletionReply) and reply.outcome == "done", reply
     good.close()
     log = fuzzed.paths().log.read_text()
     assert "Traceback" not in log, log[log.index("Traceback") - 2000:][:6000]

@@ -77,8 +77,8 @@ async def test_a_refused_hello_mid_connection_still_answers_the_request_in_fligh
     await raw.send(request)
     await raw.send(protocol.Hello(protocol.VERSION + 1))
     replies = [await raw.reply(), await raw.reply()]
-    assert {type(r) for r in replies} == {protocol.Error, protocol.Completion}, replies
-    (completion,) = [r for r in replies if isinstance(r, protocol.Completion)]
+    assert {type(r) for r in replies} == {protocol.Error, protocol.CompletionReply}, replies
+    (completion,) = [r for r in replies if isinstance(r, protocol.CompletionReply)]
     assert completion.id == request.id and completion.outcome == "cancelled"
     assert await raw.reader.read() == b"", "then it is disconnected"
 
@@ -155,8 +155,8 @@ def test_split_gives_prefix_and_suffix_or_says_what_is_wrong():
 @pytest.mark.parametrize("sent,cut_s,deadline_s", [({}, 0.4, 0.5), ({"cut_ms": 0, "deadline_ms": 0}, None, None),
                                                    ({"cut_ms": 250, "deadline_ms": 100}, 0.25, 0.1)])
 def test_a_request_takes_the_configs_time_limits_unless_it_says(sent, cut_s, deadline_s):
-    from specd.daemon.config import Completion
+    from specd.daemon.config import CompletionSettings
     from specd.daemon.jobs import engine_request
 
-    request = engine_request(protocol.Complete(id=1, document="d", prefix="x = ", **sent), Completion())
+    request = engine_request(protocol.Complete(id=1, document="d", prefix="x = ", **sent), CompletionSettings())
     assert (request.cut_s, request.deadline_s) == (cut_s, deadline_s)

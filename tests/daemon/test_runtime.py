@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specd.daemon import runtime
-from specd.daemon.config import Completion, Config, Models
+from specd.daemon.config import CompletionSettings, Config, Models
 from specd.daemon.runtime import build_engine
 from specd.decoding.request import CompletionRequest, RequestError
 from specd.decoding.settings import EngineSettings
@@ -69,7 +69,7 @@ def test_a_damaged_record_is_measured_again(tiny_target, tmp_path):
     ("hybrid", (), "builtin"), ("draft", (), "builtin"), ("lookup", ("hybrid",), "builtin"),
 ])
 def test_the_auto_draft_is_loaded_only_where_a_drafter_drafts_with_it(drafter, asked, loaded):
-    assert Config(completion=Completion(drafter=drafter)).draft_to_load(asked) == loaded
+    assert Config(completion=CompletionSettings(drafter=drafter)).draft_to_load(asked) == loaded
 
 
 @pytest.mark.parametrize("draft", ["none", "builtin", "/models/draft"])

@@ -58,7 +58,7 @@ def test_the_reply_carries_the_engine_record_whole():
     stats = every_field_set(Stats)
     frame = protocol.pack(reply(finished_job(stats)))
     decoded = protocol.decode_reply(frame[protocol.HEADER.size:])
-    assert isinstance(decoded, protocol.Completion)
+    assert isinstance(decoded, protocol.CompletionReply)
     assert decoded.stats == stats
 
 

@@ -75,7 +75,7 @@ def test_one_off_shapes_and_empty_caches_stay_eager(tiny_target):
     model = loaded.model
     attached = graph_setup.attach(model, capture=CAPTURE)
     cache = KVCache(model, 96)
-    assert graphs.replay(model, cache, [1, 2, 3], 1) is None, "an empty cache runs eagerly"
+    assert graphs.run_captured(model, cache, [1, 2, 3], 1) is None, "an empty cache runs eagerly"
     # chunks of 7: the first on the empty cache, then seen once, captured, replayed; a one-off 2
     prefill(model, cache, list(range(30)), 7, lambda: False)
     arena = attached.arenas[96]

@@ -33,7 +33,7 @@ INTERNAL_ERROR = -32603
 ENDS_THE_RUN = {"shutdown", "exit"}
 
 
-class Server:
+class LspProcess:
     """`specd lsp` over pipes, written and read by hand; a thread collects its responses."""
 
     def __init__(self, env: dict):
@@ -75,7 +75,7 @@ def server(tmp_path_factory, tiny_target, tiny_draft):
     home = make_home(tmp_path_factory.mktemp("lspfuzz"), tiny_target, tiny_draft)
     home.config_path.write_text(home.config_path.read_text().replace("prefill_chunk = 8", "prefill_chunk = 64")
                                 .replace("[completion]\n", "[completion]\nmax_tokens = 4\n"))   # cheap completions
-    lsp = Server(home.env)
+    lsp = LspProcess(home.env)
     lsp.request("initialize", {"processId": None, "capabilities": {}, "rootUri": None})
     lsp.write(json.dumps({"jsonrpc": "2.0", "method": "initialized", "params": {}}).encode())
     yield lsp
@@ -175,7 +175,7 @@ def owed_id(body: bytes):
     return msg_id if plain_id(msg_id) else None
 
 
-def run_batch(server: Server, batch: list) -> int:
+def run_batch(server: LspProcess, batch: list) -> int:
     owed: dict = {}
     sent = 0
     for item in batch:

@@ -10,7 +10,7 @@ from lsprotocol import types
 from specd.daemon.cursor import PositionError
 from specd.lsp.context import LspTextDocument, clip, cursor_at
 from specd.lsp.postprocess import clean
-from specd.lsp.typed import Shown, rest_after_typing
+from specd.lsp.typed_through import Shown, rest_after_typing
 
 
 def cursor(text: str, line: int, character: int, multiline: str = "auto"):

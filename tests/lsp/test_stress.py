@@ -8,7 +8,7 @@ import os
 import subprocess
 
 from specd.daemon.config import Config
-from specd.lsp.stress import Plan, Readings, Sent, report
+from specd.lsp.stress import Pending, Plan, Readings, report
 from tests.homes import SPECD
 
 
@@ -32,8 +32,8 @@ def test_two_editors_typing_lose_nothing_and_the_daemon_holds(tiny_target, tiny_
 
 
 def test_the_report_counts_requests_never_answered_and_a_server_that_died():
-    runs = [([Sent(0.0, "a", None, answered=0.1, outcome="completed"), Sent(0.2, "b", None)], None),
-            ([Sent(0.0, "c", None, answered=0.3, outcome="cancelled")], "exited with -9: killed")]
+    runs = [([Pending(0.0, "a", None, answered=0.1, outcome="completed"), Pending(0.2, "b", None)], None),
+            ([Pending(0.0, "c", None, answered=0.3, outcome="cancelled")], "exited with -9: killed")]
     readings = Readings(pid=1, rss_mb=[(1.0, 90.0), (3.0, 100.0), (9.0, 110.0)], cache_mb_max=5.0)
     r = report(Plan(clients=2, cps=1, seconds=8), Config(), runs, readings)
     assert (r["requests"], r["completed"], r["cancelled"], r["lost"]) == (3, 1, 1, 1)

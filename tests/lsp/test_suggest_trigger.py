@@ -24,13 +24,13 @@ class Daemon:
         self.answers: dict[int, asyncio.Future] = {}
         self.lost = False
 
-    async def complete(self, request: protocol.Complete) -> protocol.Completion:
+    async def complete(self, request: protocol.Complete) -> protocol.CompletionReply:
         self.sent.append(request)
         self.answers[request.id] = asyncio.get_running_loop().create_future()
         return await self.answers[request.id]
 
     def answer(self, request: protocol.Complete, text: str) -> None:
-        self.answers[request.id].set_result(protocol.Completion(id=request.id, text=text, outcome="done"))
+        self.answers[request.id].set_result(protocol.CompletionReply(id=request.id, text=text, outcome="done"))
 
     async def cancel(self, request_id: int) -> None:
         pass

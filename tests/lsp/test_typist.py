@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specd.lsp.replay_report import Outcome, Sent, report
+from specd.lsp.replay_report import Keystroke, Outcome, report
 from specd.lsp.typist import PassageError, pauses_after, sample, schedule
 
 PY = "import os\n\n\ndef walk(top):\n    for name in os.listdir(top):\n        yield os.path.join(top, name)\n"
@@ -51,8 +51,8 @@ def test_places_are_reproducible_alternate_languages_and_start_on_code(tmp_path)
         sample(tmp_path / "notes.txt", 1, 6)
 
 
-def _sent(index: int, at: float, answered: float | None, text: str, truth: str, pause: bool, gap: float) -> Sent:
-    return Sent(at, truth, index=index, pause=pause, next_at=at + gap, answered_at=answered, text=text)
+def _sent(index: int, at: float, answered: float | None, text: str, truth: str, pause: bool, gap: float) -> Keystroke:
+    return Keystroke(at, truth, index=index, pause=pause, next_at=at + gap, answered_at=answered, text=text)
 
 
 def test_pause_figures_count_what_arrived_before_the_next_key():
@@ -88,11 +88,11 @@ def test_a_pause_without_ghost_text_is_late_or_empty():
 def test_keystroke_figures_count_only_suggestions_with_text():
     """answered_share, p50/p95 and match_rate over hand-made records: an empty answer, a
     cancelled request and an unanswered one are not suggestions."""
-    sent = [Sent(0.0, "return x\n", answered_at=0.1, text="return x"),      # right, 100 ms
-            Sent(1.0, "return y\n", answered_at=1.3, text="return z"),      # wrong, 300 ms
-            Sent(2.0, "pass\n", answered_at=2.05, text="  \n"),             # blank: not a suggestion
-            Sent(3.0, "pass\n", cancelled=True),                           # cancelled, never answered
-            Sent(4.0, "x = 1\n")]                                          # never answered
+    sent = [Keystroke(0.0, "return x\n", answered_at=0.1, text="return x"),      # right, 100 ms
+            Keystroke(1.0, "return y\n", answered_at=1.3, text="return z"),      # wrong, 300 ms
+            Keystroke(2.0, "pass\n", answered_at=2.05, text="  \n"),             # blank: not a suggestion
+            Keystroke(3.0, "pass\n", cancelled=True),                           # cancelled, never answered
+            Keystroke(4.0, "x = 1\n")]                                          # never answered
     figures = report([Outcome("file:///k.py", started=0.0, sent=sent)])
     assert figures["sent"] == 5 and figures["answered"] == 2 and figures["answered_share"] == 0.4
     assert figures["p50_ms"] == 200.0 and figures["p95_ms"] == 290.0
