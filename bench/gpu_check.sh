@@ -29,7 +29,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 if ! "$python" -c "import specd.decoding" 2>/dev/null; then
     mkdir -p "$scratch/specd"          # specd.decoding etc. from this checkout, as pyproject maps them
-    for part in decoding models daemon lsp cli; do
+    for part in decoding models daemon lsp cli bench; do
         [ -d "$part" ] && ln -s "$PWD/$part" "$scratch/specd/$part"
     done
 fi

@@ -5,7 +5,7 @@
 
 It starts `$LLAMA_SERVER` on 127.0.0.1 (a free port, one slot, `--cache-reuse 256` as llama.vim's
 README advises) with the GGUF of specd's built-in target, types the same passages at the same
-pace with the same pauses (lsp/typist.py) and reports the same fields (lsp/replay_report.py) as
+pace with the same pauses (bench/typist.py) and reports the same fields (bench/replay_report.py) as
 `specd replay` with the same arguments. Without LLAMA_SERVER it says so and exits 0: it is
 skipped, not failed. How to build a llama-server: the README, "Against llama.cpp".
 """
@@ -25,13 +25,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from llama_vim import T_MAX_PREDICT_MS, Editor, LlamaServer, context  # noqa: E402
-
-from specd.decoding.errors import UserError  # noqa: E402
-from specd.lsp.replay_report import Keystroke, Outcome, report  # noqa: E402
-from specd.lsp.typist import Passage, add_arguments, passages, schedule  # noqa: E402
+from specd.bench.llama_vim import T_MAX_PREDICT_MS, Editor, LlamaServer, context
+from specd.bench.replay_report import Keystroke, Outcome, report
+from specd.bench.typist import Passage, add_arguments, passages, schedule
+from specd.decoding.errors import UserError
 
 SKIPPED = ("bench/llama_replay.py: skipped: LLAMA_SERVER is not set (the path of a llama-server binary; "
            "the README's 'Against llama.cpp' says how to build one)")

@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from specd.lsp.replay_report import Keystroke
+from specd.bench.replay_report import Keystroke
 
 N_PREFIX_LINES = 256
 N_SUFFIX_LINES = 64

@@ -25,16 +25,14 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from specd.daemon.bench_engine import read_cases  # noqa: E402
-from specd.daemon.config import load_config  # noqa: E402
-from specd.daemon.runtime import build_engine  # noqa: E402
-from specd.decoding.drafter import Acceptance, DraftJob, Pacing  # noqa: E402
-from specd.decoding.kvcache import KVCache  # noqa: E402
-from specd.decoding.lookup import LookupDrafter  # noqa: E402
-from specd.decoding.policy import DraftStop, FullLength, PassCosts, hybrid_takes_lookup  # noqa: E402
-from specd.decoding.request import CompletionRequest  # noqa: E402
+from specd.bench.engine import read_cases
+from specd.daemon.config import load_config
+from specd.daemon.runtime import build_engine
+from specd.decoding.drafter import Acceptance, DraftJob, Pacing
+from specd.decoding.kvcache import KVCache
+from specd.decoding.lookup import LookupDrafter
+from specd.decoding.policy import DraftStop, FullLength, PassCosts, hybrid_takes_lookup
+from specd.decoding.request import CompletionRequest
 
 NEVER = 10_000  # a min_match no lookup reaches: the draft model alone
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import msgspec
 
+from specd.bench.daemon import DaemonBench, Document, run_bench_daemon
+from specd.bench.engine import EngineBench, run_bench, run_profile
 from specd.cli.usage import UsageError, read_document
-from specd.daemon.bench_daemon import DaemonBench, Document, run_bench_daemon
-from specd.daemon.bench_engine import EngineBench, run_bench, run_profile
 from specd.daemon.config import load_config
 from specd.decoding.registry import DRAFTERS
 

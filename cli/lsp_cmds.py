@@ -11,14 +11,14 @@ from pathlib import Path
 
 import msgspec
 
+from specd.bench.typist import add_arguments as add_typing_arguments
+from specd.bench.typist import passages as typed_passages
 from specd.cli.usage import UsageError
 from specd.daemon.config import Trigger, load_config, trigger_problem
 from specd.daemon.lifecycle import launch_daemon
 from specd.daemon.paths import Paths
 from specd.daemon.trace_report import model_time, requests_received
 from specd.daemon.tracing import read_trace
-from specd.lsp.typist import add_arguments as add_typing_arguments
-from specd.lsp.typist import passages as typed_passages
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -76,8 +76,8 @@ def cmd_lsp(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    from specd.lsp.replay import Replay, replay, specd_command
-    from specd.lsp.replay_report import report as figures
+    from specd.bench.replay import Replay, replay, specd_command
+    from specd.bench.replay_report import report as figures
 
     passages = typed_passages(args)
     trigger = {"delay_ms": args.delay_ms, "max_line_suffix": args.max_line_suffix}
@@ -113,7 +113,7 @@ def check_trigger(trigger: dict) -> None:
 
 
 def cmd_stress(args) -> int:
-    from specd.lsp.stress import Plan, stress, world
+    from specd.bench.stress import Plan, stress, world
 
     if args.clients < 1 or args.cps <= 0 or args.seconds <= 0:
         raise UsageError("--clients, --cps and --seconds must be positive")

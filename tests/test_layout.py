@@ -6,6 +6,7 @@ reads them: a wrong arrow fails here even where a function-level import would st
     daemon    imports decoding and models, never lsp or cli
     lsp       imports only the daemon's client, protocol, config, cursor and figures, and
               decoding's errors: never the engine, never torch
+    bench     (every measurement) imports any part but cli; only cli imports it
     cli       imports anything; nothing imports it
 """
 
@@ -20,14 +21,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("decoding", "models", "daemon", "lsp", "cli")  # folders, installed as specd.<part>
+PARTS = ("decoding", "models", "daemon", "lsp", "bench", "cli")  # folders, installed as specd.<part>
 ALLOWED = {                                              # what each part may import of the others
     "decoding": set(),
     "models": {"decoding"},
     "daemon": {"decoding", "models"},
     "lsp": {"daemon.client", "daemon.protocol", "daemon.config", "daemon.cursor", "daemon.figures",
             "decoding.errors"},
-    "cli": {"decoding", "models", "daemon", "lsp"},
+    "bench": {"decoding", "models", "daemon", "lsp"},
+    "cli": {"decoding", "models", "daemon", "lsp", "bench"},
 }
 ENGINE_LIBRARIES = ("torch", "transformers", "accelerate", "gguf")
 SKIP = {"node_modules", "build", "dist", "examples"}  # and hidden folders; examples: documents to complete

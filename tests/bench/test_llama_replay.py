@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from specd.bench import llama_replay
+from specd.bench.llama_vim import LOOKBACK_CHARS, N_PREFIX_LINES, LlamaServer, context, lookup, render
+from specd.bench.replay_report import report
+from specd.bench.typist import sample
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import llama_replay  # noqa: E402
-from llama_vim import LOOKBACK_CHARS, N_PREFIX_LINES, LlamaServer, context, lookup, render  # noqa: E402
-
-from specd.lsp.replay_report import report  # noqa: E402
-from specd.lsp.typist import sample  # noqa: E402
 
 
 def test_the_context_is_llama_vims_lines_around_the_cursor():

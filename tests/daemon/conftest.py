@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
+from specd.bench.daemon import until_running  # noqa: F401 (for the tests here)
 from specd.daemon import protocol
-from specd.daemon.bench_daemon import until_running  # noqa: F401 (for the tests here)
 from specd.daemon.client import Client, new_request_id
 from specd.daemon.tracing import TraceRecord
 from tests.homes import LONG_TEXT, Home, make_home  # noqa: F401 (LONG_TEXT: for the tests here)

@@ -193,9 +193,9 @@ async def test_through_specd_lsp_the_suggestion_is_the_servers_own_greedy_output
     from pygls.lsp.client import LanguageClient
     from pygls.workspace import TextDocument
 
+    from specd.bench.replay import specd_command
     from specd.lsp.context import cursor_at
     from specd.lsp.postprocess import clean
-    from specd.lsp.replay import specd_command
     from tests.homes import SPECD, config_file
 
     uri = (tmp_path / "fib.py").as_uri()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specd.bench.modes import stock_attention
 from specd.decoding import attention
-from specd.decoding.bench import stock_attention
 from specd.decoding.kvcache import KVCache
 from tests.conftest import tiny_loaded
 

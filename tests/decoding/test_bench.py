@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specd.daemon.bench_engine import read_cases
-from specd.decoding.bench import Case, bench
+from specd.bench.engine import read_cases
+from specd.bench.modes import Case, bench
 from specd.decoding.request import CompletionRequest, RequestError
 from tests.conftest import tiny_engine
 
@@ -72,7 +72,7 @@ def test_a_bad_case_line_is_named(tmp_path):
 
 
 def test_the_draft_models_prompt_reading_counts_as_prefill(tiny_target, tiny_draft):
-    from specd.decoding.bench import run_engine
+    from specd.bench.modes import run_engine
 
     engine = tiny_engine(tiny_target, tiny_draft, pace_drafts=False)
     seen = []

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from specd.bench.modes import Case, layerskip_search
 from specd.daemon.config import Config, ConfigError, Models
 from specd.daemon.runtime import build_engine, layerskip_layers
 from specd.decoding import layerskip
-from specd.decoding.bench import Case, layerskip_search
 from specd.decoding.drafter import DraftJob
 from specd.decoding.request import CompletionRequest
 from specd.decoding.settings import EngineSettings
@@ -63,7 +63,7 @@ def test_the_search_keeps_the_fastest_exact_set_and_the_daemon_uses_it(tiny_targ
                     engine=EngineSettings(prefix_tokens=256, max_tokens_limit=64, suffix_tokens=16))
     engine = build_engine(config, progress=lambda line: None)
     assert layerskip_layers(engine.target, config) is None, "nothing chosen yet: the default"
-    from specd.daemon.bench_engine import EngineBench, run_bench
+    from specd.bench.engine import EngineBench, run_bench
     cases = tmp_path / "cases.jsonl"
     cases.write_text("".join(f'{{"prefix": {c.prefix!r}, "suffix": {c.suffix!r}}}\n'.replace("'", '"') for c in CASES))
     result = run_bench(config, EngineBench(cases, [], max_tokens=16, layerskip=True), lambda line: None)

@@ -31,7 +31,7 @@ def test_a_pass_is_split_into_its_parts_beside_its_floor(tiny_target, tmp_path, 
 
 
 def test_the_profile_takes_the_configs_auto_as_the_kind_a_start_picks_and_refuses_an_unknown_one():
-    from specd.daemon.bench_engine import profile_kinds
+    from specd.bench.engine import profile_kinds
     from specd.decoding.request import RequestError
 
     assert profile_kinds(["auto", "int4"]) == ["gguf" if qkernel.available() else "int4", "int4"]

@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from specd.lsp.replay import specd_command
+from specd.bench.replay import specd_command
 from tests.homes import Home, make_home
 
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specd.lsp.replay import specd_command
+from specd.bench.replay import specd_command
 from tests.homes import make_home
 
 MESSAGES_PER_RUN = 3_000

@@ -10,8 +10,8 @@ import pytest
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from specd.bench.replay import specd_command
 from specd.lsp.focus import DID_FOCUS, read_focus
-from specd.lsp.replay import specd_command
 from tests.lsp.conftest import PY, inline
 
 # Long enough that no prompt holds it whole (the tests' prefix budget is the default 1024 tokens):

@@ -7,8 +7,8 @@ import json
 import os
 import subprocess
 
+from specd.bench.stress import Pending, Plan, Readings, report
 from specd.daemon.config import Config
-from specd.lsp.stress import Pending, Plan, Readings, report
 from tests.homes import SPECD
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specd.lsp.replay_report import Keystroke, Outcome, report
-from specd.lsp.typist import PassageError, pauses_after, sample, schedule
+from specd.bench.replay_report import Keystroke, Outcome, report
+from specd.bench.typist import PassageError, pauses_after, sample, schedule
 
 PY = "import os\n\n\ndef walk(top):\n    for name in os.listdir(top):\n        yield os.path.join(top, name)\n"
 C = ("#include <stdio.h>\n\nint main(void)\n{\n    /* say hello\n       to everyone */\n"

@@ -1,4 +1,4 @@
-"""`specd bench`: every mode on the same cases and models in one process (decoding/bench.py runs
+"""`specd bench`: every mode on the same cases and models in one process (bench/modes.py runs
 them); here the cases are read, the modes checked before any model loads, and the settings noted."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from specd.daemon.config import Config
 
 
 def read_cases(path: Path, limit: int | None) -> list:
-    from specd.decoding.bench import Case
+    from specd.bench.modes import Case
     from specd.decoding.request import RequestError
 
     cases = []
@@ -42,9 +42,9 @@ class EngineBench:
 
 
 def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> dict:
-    """The results (decoding/bench.py's dict) and the settings they were measured with."""
+    """The results (bench/modes.py's dict) and the settings they were measured with."""
+    from specd.bench.modes import ANCHORS, bench, suffix_sweep
     from specd.daemon.runtime import build_engine
-    from specd.decoding.bench import ANCHORS, bench, suffix_sweep
     from specd.decoding.registry import DRAFTERS
     from specd.decoding.request import RequestError
 
@@ -69,8 +69,8 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
 
 def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str], None]) -> dict:
     """One engine per weight kind, all resident, so that their cases take turns in one run."""
+    from specd.bench.modes import weights_bench
     from specd.daemon.runtime import build_engine
-    from specd.decoding.bench import weights_bench
     from specd.decoding.request import RequestError
     from specd.models.quantize import KINDS
 
@@ -93,8 +93,8 @@ def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str]
 def _layerskip(config: Config, plan: EngineBench, cases: list, log: Callable[[str], None]) -> dict:
     """Search layerskip's layer sets and keep the fastest exact one for this target and machine,
     where the daemon's engine.layerskip_layers = "auto" finds it."""
+    from specd.bench.modes import layerskip_search
     from specd.daemon.runtime import build_engine, layerskip_key
-    from specd.decoding.bench import layerskip_search
     from specd.decoding.layerskip import parse as parse_layers
     from specd.models.measured import keep
 

@@ -33,10 +33,10 @@ import msgspec
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from specd.bench.replay import end_position, inline_params, specd_command, utf16_units
 from specd.daemon.client import Client
 from specd.daemon.config import Config, load_config, render
 from specd.daemon.figures import percentile
-from specd.lsp.replay import end_position, inline_params, specd_command, utf16_units
 
 # Real Python to type: one module a client, in turn.
 SOURCES = ("textwrap", "argparse", "string", "shlex", "fnmatch", "json.decoder", "difflib", "calendar")

@@ -20,9 +20,9 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from specd.bench.replay_report import Keystroke, Outcome
+from specd.bench.typist import Passage, schedule
 from specd.lsp.focus import DID_FOCUS
-from specd.lsp.replay_report import Keystroke, Outcome
-from specd.lsp.typist import Passage, schedule
 
 
 @dataclass(frozen=True)
