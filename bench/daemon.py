@@ -25,8 +25,8 @@ import msgspec
 from specd.daemon import protocol
 from specd.daemon.client import Client, new_request_id
 from specd.daemon.config import Config
-from specd.daemon.cursor import cut_at
 from specd.daemon.figures import percentile
+from specd.lsp.cursor import cut_at
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from specd.daemon.cursor import PositionError, cut, cut_at
 from specd.decoding.errors import UserError
+from specd.lsp.cursor import PositionError, cut, cut_at
 
 LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
              ".c": "c", ".h": "c", ".cpp": "cpp", ".java": "java", ".lua": "lua"}

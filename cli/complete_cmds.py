@@ -13,8 +13,8 @@ from specd.daemon import protocol
 from specd.daemon.client import new_request_id
 from specd.daemon.complete import in_process, through_daemon
 from specd.daemon.config import load_config
-from specd.daemon.cursor import cut_at
 from specd.decoding.registry import DRAFTERS
+from specd.lsp.cursor import cut_at
 
 
 def add_parsers(sub) -> None:

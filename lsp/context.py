@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
 
-from specd.daemon.cursor import PositionError
+from specd.lsp.cursor import PositionError
 
 # A line that opens a block: multi-line completion is wanted on the empty line after it.
 BLOCK_OPENER = re.compile(r"""(:|\{|\(|\[|=>|->|\bdo|\bthen|\belse|\bbegin)\s*(#.*|//.*|--.*)?$""")

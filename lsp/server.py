@@ -17,8 +17,8 @@ from pygls.lsp.server import LanguageServer
 
 from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
-from specd.daemon.cursor import PositionError
 from specd.lsp.context import Cursor, LspTextDocument, LspWorkspace, Surroundings, cursor_at, is_open, surroundings
+from specd.lsp.cursor import PositionError
 from specd.lsp.focus import DID_FOCUS, read_focus
 from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion

@@ -4,7 +4,7 @@ reads them: a wrong arrow fails here even where a function-level import would st
     decoding  imports no other part (the engine: pure computation)
     models    imports decoding at most
     daemon    imports decoding and models, never lsp or cli
-    lsp       imports only the daemon's client, protocol, config, cursor and figures, and
+    lsp       imports only the daemon's client, protocol, config and figures, and
               decoding's errors: never the engine, never torch
     bench     (every measurement) imports any part but cli; only cli imports it
     cli       imports anything; nothing imports it
@@ -26,7 +26,7 @@ ALLOWED = {                                              # what each part may im
     "decoding": set(),
     "models": {"decoding"},
     "daemon": {"decoding", "models"},
-    "lsp": {"daemon.client", "daemon.protocol", "daemon.config", "daemon.cursor", "daemon.figures",
+    "lsp": {"daemon.client", "daemon.protocol", "daemon.config", "daemon.figures",
             "decoding.errors"},
     "bench": {"decoding", "models", "daemon", "lsp"},
     "cli": {"decoding", "models", "daemon", "lsp", "bench"},

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from lsprotocol import types
 
-from specd.daemon.cursor import PositionError
 from specd.lsp.context import LspTextDocument, clip, cursor_at
+from specd.lsp.cursor import PositionError
 from specd.lsp.postprocess import clean
 from specd.lsp.typed_through import Shown, rest_after_typing
 

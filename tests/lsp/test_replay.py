@@ -9,9 +9,9 @@ import pytest
 
 from specd.bench.replay import Replay, replay, specd_command
 from specd.bench.typist import Passage, sample, schedule
-from specd.daemon.cursor import PositionError
 from specd.daemon.trace_report import model_time
 from specd.daemon.tracing import read_trace
+from specd.lsp.cursor import PositionError
 
 SOURCE = ("def area(width, height):\n    return width * height\n\n\n"
           "def perimeter(width, height):\n    return 2 * (width + height)\n")

@@ -2,7 +2,7 @@
 
 `specd complete --at`, `specd bench-daemon --at` and `specd replay --at` all cut here, so they
 agree on what a position means and say the same thing about one the file does not have. No torch,
-no LSP: the command line and the language server both import this.
+no LSP: the language server, the command line and bench/ import this.
 """
 
 from __future__ import annotations
