@@ -81,10 +81,18 @@ def render_status(s: protocol.Status) -> str:
         f"{running} running, {len(s.active) - running} queued; {s.forward_passes} forward passes",
         f"reuse     {share(s.reuse)} of prompt tokens came from the cache; {s.from_cache} answers kept "
         f"from before (suggestion cache), {s.prefetched} accept branches prefetched",
-        f"accepted  {acceptance}",
+        f"accepted  {acceptance} (drafted tokens the target kept)",
+        f"taken     since start: {s.uptake.summary()}",
+        f"          last hour: {s.uptake_hour.summary()}; by language: {_languages(s.uptake_languages)}",
         f"latency   p50 {ms(s.p50_ms)}, p95 {ms(s.p95_ms)} (time to result)",
         f"passes    ms by width: {s.curve.summary() if s.curve else '-'}",
     ])
+
+
+def _languages(uptake: dict[str, protocol.Uptake]) -> str:
+    """Each language's suggestions taken of those shown, the most shown first."""
+    ranked = sorted(uptake.items(), key=lambda item: (-item[1].shown, item[0]))
+    return ", ".join(f"{name} {u.taken}/{u.shown} ({u.rate()})" for name, u in ranked) or "-"
 
 
 def _duration(seconds: float) -> str:

@@ -125,6 +125,10 @@ class Client:
         """Ask the daemon to cancel a request; its `complete` call returns "cancelled"."""
         await self._send(protocol.Cancel(request_id))
 
+    async def feedback(self, event: protocol.Feedback) -> None:
+        """Tell the daemon what the user did with a suggestion (a notice: nothing comes back)."""
+        await self._send(event)
+
     async def status(self) -> protocol.Status:
         return await self._request(protocol.GetStatus(new_request_id()))
 

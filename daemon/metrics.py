@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter, deque
+from functools import reduce
 
 from specd.daemon.figures import percentile
+from specd.daemon.protocol import Feedback, Uptake
 from specd.daemon.tracing import TraceRecord
 
 WINDOW = 1000  # latency percentiles cover this many recent completions
+HOUR = 3600.0
+RECENT_FEEDBACK = 100_000   # reports kept for the last hour's totals (a fast typist makes ~10k an hour)
+LANGUAGES = 64              # languages counted apart; any more (an editor names them) count as "other"
 
 
 class Metrics:
@@ -18,6 +24,8 @@ class Metrics:
         self.proposed: Counter[str] = Counter()
         self.accepted: Counter[str] = Counter()
         self.latencies: deque[float] = deque(maxlen=WINDOW)
+        self.by_language: dict[str, Uptake] = {}
+        self.recent_feedback: deque[tuple[float, Feedback]] = deque(maxlen=RECENT_FEEDBACK)
 
     def add(self, line: TraceRecord) -> None:
         if line.prefetch and line.outcome == "done":   # no one waited for it: not a latency
@@ -36,6 +44,25 @@ class Metrics:
         self.reused_tokens += s.reused_tokens
         self.proposed.update(s.proposed)   # the engine's per-drafter totals, as it summed them
         self.accepted.update(s.accepted)
+
+    def feedback(self, event: Feedback, now: float | None = None) -> None:
+        """A language server's report on a suggestion it showed (lsp/uptake.py keeps each one's story)."""
+        language = event.language or "unknown"
+        if language not in self.by_language and len(self.by_language) >= LANGUAGES:
+            language = "other"
+        self.by_language[language] = self.by_language.get(language, Uptake()).counted(event)
+        self.recent_feedback.append((time.monotonic() if now is None else now, event))
+
+    def uptake(self) -> Uptake:
+        """Since start, all languages."""
+        return sum(self.by_language.values(), Uptake())
+
+    def uptake_within(self, seconds: float = HOUR, now: float | None = None) -> Uptake:
+        """Over the last `seconds` (reports older than that are dropped as it goes)."""
+        since = (time.monotonic() if now is None else now) - seconds
+        while self.recent_feedback and self.recent_feedback[0][0] < since:
+            self.recent_feedback.popleft()
+        return reduce(lambda totals, report: totals.counted(report[1]), self.recent_feedback, Uptake())
 
     def refused(self) -> None:
         """An Error reply to a message that never became a job (malformed, invalid, ...)."""

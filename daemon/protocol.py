@@ -5,7 +5,8 @@ field names it. A connection starts with Hello -> Welcome (the version handshake
 carries the token). After that a client sends requests, each with an id it chooses (unique among
 its requests in flight), and gets exactly one reply per request with the same id: Complete ->
 CompletionReply (outcome "done" or "cancelled") or Error; GetStatus -> Status; Shutdown ->
-ShuttingDown. Cancel is a notice, not a request: the request it names gets its one reply.
+ShuttingDown. Cancel is a notice, not a request: the request it names gets its one reply; so is
+Feedback (what the user did with a suggestion shown), which only counts.
 
 A frame over the size cap, bytes that are not JSON, or a message that does not fit these types is
 answered with an Error (with the request id when it can be read) and the connection lives on.
@@ -25,8 +26,8 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.registry import DrafterName
 from specd.decoding.stats import Stats
 
-VERSION = 4                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
-                                      # 4: Status.curve
+VERSION = 5                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
+                                      # 4: Status.curve; 5: Feedback, Status.uptake
 HEADER = struct.Struct(">I")          # the length of the JSON body that follows
 DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
 
@@ -103,6 +104,22 @@ class Cancel(Message, tag="cancel"):
     id: Id                            # the request to cancel; it gets its "cancelled" reply
 
 
+Chars = Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+Language = Annotated[str, msgspec.Meta(max_length=64)]
+
+
+class Feedback(Message, tag="feedback"):
+    """What the user did with a suggestion an editor showed, as the language server saw it (a
+    notice: no reply). "shown": sent to the editor, `chars` long; "partial": `chars` more of it
+    taken (a word, a line); "accepted": taken whole, `chars` the characters not already counted by
+    its parts; `first`: nothing of that suggestion was taken before. `language`: the document's
+    languageId ("" where the editor gave none)."""
+    event: Literal["shown", "partial", "accepted"]
+    chars: Chars
+    first: bool = True
+    language: Language = ""
+
+
 class GetStatus(Message, tag="get_status"):
     id: Id
 
@@ -135,6 +152,44 @@ class Active(msgspec.Struct, frozen=True):
     passes: int = 0                   # forward passes run for it so far
 
 
+class Uptake(msgspec.Struct, frozen=True):
+    """How many suggestions the editors showed and how many the user took (lsp/uptake.py): what
+    users judge a completion tool by."""
+    shown: int = 0
+    accepted: int = 0                 # taken whole (Tab)
+    partial: int = 0                  # taken in part (a word or a line), whether or not the rest followed
+    taken: int = 0                    # of which anything was taken, whole or in part
+    chars_shown: int = 0
+    chars_taken: int = 0              # of whole and partial accepts
+
+    def counted(self, event: Feedback) -> Uptake:
+        """These totals with `event` added."""
+        n = event.chars
+        match event.event:
+            case "shown":
+                return msgspec.structs.replace(self, shown=self.shown + 1, chars_shown=self.chars_shown + n)
+            case "partial":
+                return msgspec.structs.replace(self, partial=self.partial + event.first,
+                                               taken=self.taken + event.first, chars_taken=self.chars_taken + n)
+            case "accepted":
+                return msgspec.structs.replace(self, accepted=self.accepted + 1, taken=self.taken + event.first,
+                                               chars_taken=self.chars_taken + n)
+
+    def __add__(self, other: Uptake) -> Uptake:
+        return Uptake(*(a + b for a, b in zip(msgspec.structs.astuple(self), msgspec.structs.astuple(other))))
+
+    def rate(self) -> str:
+        """Suggestions taken whole or in part, of those shown: "42%" ("-" before any was shown)."""
+        return f"{self.taken / self.shown:.0%}" if self.shown else "-"
+
+    def summary(self) -> str:
+        if not self.shown:
+            return "none shown"
+        chars = f"{self.chars_taken / self.chars_shown:.0%}" if self.chars_shown else "-"
+        return (f"{self.shown} shown, {self.taken} taken ({self.rate()}): {self.accepted} whole, "
+                f"{self.partial} in part; {self.chars_taken} of {self.chars_shown} characters ({chars})")
+
+
 class Status(Message, tag="status"):
     id: Id
     pid: int
@@ -162,6 +217,9 @@ class Status(Message, tag="status"):
     prefetched: int = 0               # prefetches computed (not in served or the percentiles)
     device_reason: str = ""           # why this device ("auto: NVIDIA H200 (torch 2.13.0+cu128)")
     curve: CostCurve | None = None    # ms per pass by width on this machine (decoding/curve.py)
+    uptake: Uptake = Uptake()         # suggestions shown and taken since start, as the editors reported them
+    uptake_hour: Uptake = Uptake()    # the same, over the last hour
+    uptake_languages: dict[str, Uptake] = {}   # since start, by the documents' languageId
 
 
 class ShuttingDown(Message, tag="shutting_down"):
@@ -169,7 +227,7 @@ class ShuttingDown(Message, tag="shutting_down"):
     cancelled: int                    # requests it cancelled on the way out
 
 
-ClientMessage = Hello | Complete | Cancel | GetStatus | Shutdown
+ClientMessage = Hello | Complete | Cancel | Feedback | GetStatus | Shutdown
 ServerMessage = Welcome | CompletionReply | Error | Status | ShuttingDown
 CLIENT_TYPES = frozenset(t.__struct_config__.tag for t in ClientMessage.__args__)
 

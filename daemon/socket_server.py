@@ -23,7 +23,7 @@ from specd.daemon.backend import Backend
 from specd.daemon.config import Config
 from specd.daemon.metrics import Metrics
 from specd.daemon.paths import Paths
-from specd.daemon.protocol import Cancel, Complete, Error, GetStatus, Hello, Shutdown
+from specd.daemon.protocol import Cancel, Complete, Error, Feedback, GetStatus, Hello, Shutdown
 from specd.daemon.scheduler import Job, Scheduler
 from specd.daemon.tracing import TraceWriter
 from specd.decoding.request import RequestError
@@ -156,11 +156,14 @@ class Server:
             case Hello():
                 self.greet(conn, message)
             case _ if not conn.greeted:
-                self.refuse(conn, Error(message.id, "handshake", "send hello (the version handshake) first"))
+                self.refuse(conn, Error(getattr(message, "id", None), "handshake",
+                                        "send hello (the version handshake) first"))
             case Complete():
                 self.complete(conn, message)
             case Cancel():
                 self.scheduler.cancel((conn.number, message.id), "cancel")
+            case Feedback():
+                self.metrics.feedback(message)
             case GetStatus():
                 conn.send(self.status(message.id))
             case Shutdown():
@@ -225,7 +228,8 @@ class Server:
             acceptance=m.acceptance(), p50_ms=m.latency(50), p95_ms=m.latency(95),
             forward_passes=self.backend.passes(), active=self.scheduler.active(),
             from_cache=m.from_cache, prefetched=m.prefetched,
-            device_reason=b.device_reason, curve=b.curve)
+            device_reason=b.device_reason, curve=b.curve, uptake=m.uptake(),
+            uptake_hour=m.uptake_within(), uptake_languages=dict(m.by_language))
 
 
 def rss_mb() -> float:

@@ -70,9 +70,11 @@ FIELDS = {
                  "extras": st.lists(st.fixed_dictionaries({"path": texts, "text": texts}), max_size=2),
                  "hints": st.lists(texts, max_size=2), "supersede": st.booleans(), "reuse": st.booleans(),
                  "suffix_tokens": st.integers(-1, 40)},
+    "feedback": {"event": st.sampled_from(["shown", "partial", "accepted", "liked"]), "chars": st.integers(-1, 2**32),
+                 "first": st.booleans(), "language": texts},
     "cancel": {}, "get_status": {}, "frobnicate": {"x": json_values},
 }
-KINDS = ["hello", "complete", "complete", "complete", "cancel", "get_status", "frobnicate"]
+KINDS = ["hello", "complete", "complete", "complete", "cancel", "feedback", "get_status", "frobnicate"]
 
 
 @st.composite
@@ -113,10 +115,10 @@ bodies = st.one_of(messages(), messages(), mutated(messages()), mutated(messages
 
 
 def owed(body: bytes) -> str:
-    """What the daemon owes this frame: "reply", "none" (a Cancel), "close" (a reply, then it
-    hangs up), "skip" (a Shutdown: not sent)."""
+    """What the daemon owes this frame: "reply", "none" (a Cancel or a Feedback: notices), "close"
+    (a reply, then it hangs up), "skip" (a Shutdown: not sent)."""
     message = protocol.decode_request(body)
-    if isinstance(message, protocol.Cancel):
+    if isinstance(message, (protocol.Cancel, protocol.Feedback)):
         return "none"
     if isinstance(message, protocol.Shutdown):
         return "skip"
