@@ -24,6 +24,7 @@ from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 from specd.lsp.trigger import Decision, TriggerOptionsError, decide, language_on, with_options
+from specd.lsp.uptake import ACCEPT, PARTIAL, Uptake, UptakeError, partial_params
 
 VERSION = "0.1.0"
 # A source file's characters per token, on the low side (code runs 3 to 4 with these tokenizers):
@@ -46,6 +47,7 @@ class SpecdServer(LanguageServer):
         super().__init__("specd", VERSION, protocol_cls=AnsweringProtocol)
         self.use(Config(), launch=None)
         self.recent: list[str] = []  # document uris, most recently edited first
+        self.uptake = Uptake()       # the suggestions sent, by id, and what the user did with them
 
     def use(self, config: Config, launch: Launcher | None) -> None:
         """Serve with `config`; `launch` starts the daemon when none answers (None: only connect)."""
@@ -151,6 +153,24 @@ class SpecdServer(LanguageServer):
         character = (0 if above else cursor.character) + document.position_codec.client_num_units(last)
         return cursor_at(after, types.Position(cursor.line + len(above), character), self.config.lsp.multiline)
 
+    def shown(self, suggestion: Suggestion, uri: str) -> types.Command:
+        """The command an editor runs when the user takes `suggestion` whole: it names its id."""
+        language = self.workspace.get_text_document(uri).language_id or ""
+        key, event = self.uptake.shown(suggestion.text, language)
+        self.suggester.report(event)
+        return types.Command(title="specd: suggestion taken", command=ACCEPT, arguments=[key])
+
+    def took(self, report, *args) -> None:
+        """An editor's report that the user took (part of) a suggestion; one naming none this
+        server sent is the client's mistake: logged, and nothing counted."""
+        try:
+            event = report(*args)
+        except UptakeError as error:
+            log.warning("%s", error)
+            return
+        if event is not None:
+            self.suggester.report(event)
+
     def reply_range(self, cursor: Cursor, suggestion: Suggestion, uri: str) -> types.Range:
         """Always a range: from the cursor, to the line's end where the suggestion replaces it."""
         start = types.Position(cursor.line, cursor.character)
@@ -226,7 +246,8 @@ async def inline_completion(ls: SpecdServer, params: types.InlineCompletionParam
     cursor, suggestion = await ls.suggest(uri, params.position, invoked)
     if suggestion is None:
         return types.InlineCompletionList(items=[])
-    item = types.InlineCompletionItem(insert_text=suggestion.text, range=ls.reply_range(cursor, suggestion, uri))
+    item = types.InlineCompletionItem(insert_text=suggestion.text, range=ls.reply_range(cursor, suggestion, uri),
+                                      command=ls.shown(suggestion, uri))
     return types.InlineCompletionList(items=[item])
 
 
@@ -243,8 +264,27 @@ async def completion(ls: SpecdServer, params: types.CompletionParams) -> types.C
         label=first[:80] + ("…" if len(first) > 80 or "\n" in suggestion.text.strip() else ""),
         kind=types.CompletionItemKind.Text, detail="specd", sort_text="0",
         insert_text_format=types.InsertTextFormat.PlainText,
-        text_edit=types.TextEdit(ls.reply_range(cursor, suggestion, uri), suggestion.text))
+        text_edit=types.TextEdit(ls.reply_range(cursor, suggestion, uri), suggestion.text),
+        command=ls.shown(suggestion, uri))
     return types.CompletionList(is_incomplete=True, items=[item])
+
+
+@server.command(ACCEPT)
+def accept_command(ls: SpecdServer, *arguments) -> None:
+    """The command on each item (workspace/executeCommand), which the editor runs once the user
+    took it whole; its one argument is the suggestion's id."""
+    ls.took(ls.uptake.accepted, arguments[0] if len(arguments) == 1 else None)
+
+
+@server.feature(PARTIAL)
+def did_partially_accept(ls: SpecdServer, params) -> None:
+    """Copilot's notification for a word or a line of a suggestion taken (lsp/uptake.py)."""
+    try:
+        key, length = partial_params(params)
+    except UptakeError as error:
+        log.warning("%s", error)
+        return
+    ls.took(ls.uptake.partially, key, length)
 
 
 def serve(config: Config, launch: Launcher, tcp: tuple[str, int] | None = None) -> None:

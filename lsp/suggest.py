@@ -112,6 +112,12 @@ class Suggester:
             self.warm_up()
             raise DaemonUnavailable(f"the specd daemon went away mid-request ({error}); starting it again") from None
 
+    def report(self, event: protocol.Feedback) -> None:
+        """What the user did with a suggestion, to the daemon's counts (lsp/uptake.py). Lost with a
+        lost connection: a count is never worth starting a daemon for."""
+        if self.client is not None and not self.client.lost:
+            self._spawn(self.client.feedback(event))
+
     def _drop(self, client: Client) -> None:
         if self.client is client:
             self.client = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -78,10 +79,12 @@ def played(tmp_path_factory):
     except subprocess.TimeoutExpired as e:  # run() has killed Neovim
         output = f"Neovim killed after {NVIM_TIMEOUT_S} s\n{e.stdout or ''}{e.stderr or ''}"
     finally:
+        # what the daemon counted of the suggestions shown and taken, before it goes
+        status = subprocess.run([str(SPECD), "status"], env=env, capture_output=True, text=True, timeout=120).stdout
         subprocess.run([str(SPECD), "stop"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(runtime, ignore_errors=True)
     assert out.exists(), f"Neovim wrote no result\n{output}\n{lsp_log(home)}"
-    result = json.loads(out.read_text())
+    result = json.loads(out.read_text()) | {"status": status}
     assert result.get("error") is None, f"{result['error']}\n{output}\n{lsp_log(home)}"
     return result
 
@@ -125,6 +128,16 @@ def test_typing_shows_ghost_text_after_the_cursor(played):
     assert ghost["first"].strip() or any(line.strip() for line in ghost["lines"]), ghost
     row, col = played["before_accept"]["cursor"]
     assert (ghost["row"], ghost["col"]) == (row - 1, col) == (len(SOURCE.splitlines()), len(TYPED))
+
+
+def test_the_suggestion_taken_is_counted_in_specd_status(played):
+    """Neovim runs the item's command once the text is in (vim.lsp.inline_completion), and the
+    language server tells the daemon: one taken whole, as long as the ghost text."""
+    taken = next(line for line in played["status"].splitlines() if line.startswith("taken"))
+    counts = re.search(r"(\d+) shown, 1 taken \(\d+%\): 1 whole, 0 in part; (\d+) of \d+ characters", taken)
+    assert counts, played["status"]
+    shown, taken_chars = counts.groups()
+    assert int(shown) >= 1 and int(taken_chars) >= len(played["ghost"]["first"]) > 0, taken
 
 
 def test_accepting_inserts_exactly_the_ghost_text(played):

@@ -242,7 +242,7 @@ def played(vsix, tmp_path_factory):
     (data / "User" / "settings.json").write_text(json.dumps(SETTINGS | {"specd.path": str(SPECD)}))
     source = folder / "stats.py"
     source.write_text(SOURCE)
-    server = None
+    server, status = None, ""
     try:
         install_extension(vsix, data, extensions, env)
         server, url = start_code_server(folder, data, extensions, env, home / "code-server.log")
@@ -250,6 +250,8 @@ def played(vsix, tmp_path_factory):
     finally:
         if server is not None:
             stop_code_server(server)
+        # what the daemon counted of the suggestions shown and taken, before it goes
+        status = subprocess.run([str(SPECD), "status"], env=env, capture_output=True, text=True, timeout=120).stdout
         subprocess.run([str(SPECD), "stop"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(runtime, ignore_errors=True)
     lines = [line for line in output.splitlines() if line.startswith("{")]
@@ -257,7 +259,7 @@ def played(vsix, tmp_path_factory):
     result = json.loads(lines[-1])
     assert result.get("error") is None, \
         f"{result['error']}\nscreenshot: {home / 'failure.png'}\n{output}\n{logs(home)}"
-    return result | {"saved": source.read_text()}
+    return result | {"saved": source.read_text(), "status": status}
 
 
 @pytest.mark.real
@@ -271,3 +273,11 @@ def test_tab_accepts_the_ghost_text_and_ctrl_s_saves_it(played):
     assert saved.startswith(SOURCE + TYPED), saved
     accepted = saved[len(SOURCE + TYPED):]
     assert accepted.split("\n")[0] == played["ghost"].split("\n")[0], (accepted, played["ghost"])
+
+
+@pytest.mark.real
+def test_the_suggestion_taken_with_tab_is_counted_in_specd_status(played):
+    """VS Code runs the item's command after Tab (vscode-languageclient forwards it to the server
+    as workspace/executeCommand): the daemon counts one suggestion taken whole."""
+    taken = next(line for line in played["status"].splitlines() if line.startswith("taken"))
+    assert re.search(r" 1 taken \(\d+%\): 1 whole, 0 in part", taken), played["status"]
