@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("nvim") / "type_and_accept.lua"
 SPECD = Path(sys.executable).with_name("specd")
 KEY = "<Tab>"
+WORD_KEY = "<M-Right>"
 TYPED = "    return [fib"
 SOURCE = '''def fibonacci(n):
     """Return the n-th Fibonacci number."""
@@ -67,6 +68,7 @@ def played(tmp_path_factory):
         "SPECD_NVIM_FILE": str(source),
         "SPECD_NVIM_RESULT": str(out),
         "SPECD_NVIM_KEY": KEY,
+        "SPECD_NVIM_WORD_KEY": WORD_KEY,
         "SPECD_NVIM_TYPE": TYPED,
         "SPECD_NVIM_WAIT_MS": str(GHOST_WAIT_S * 1000),
     }
@@ -92,7 +94,9 @@ def played(tmp_path_factory):
 def isolated_env(home: Path, runtime: Path) -> dict[str, str]:
     """Config, state, data and runtime dirs under `home`; the cache stays, with the models."""
     config = home / "specd.toml"
-    config.write_text("[completion]\nmax_tokens = 16\n")
+    # the whole 16 tokens at once (no cut at a word or line end on a slow machine): a suggestion of
+    # more than one word, so that taking a word leaves a rest
+    config.write_text("[completion]\nmax_tokens = 16\ncut_ms = 0\nfirst_line_ms = 0\n")
     env = dict(os.environ, SPECD_CONFIG=str(config), XDG_RUNTIME_DIR=str(runtime),
                PATH=f"{SPECD.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
@@ -130,19 +134,44 @@ def test_typing_shows_ghost_text_after_the_cursor(played):
     assert (ghost["row"], ghost["col"]) == (row - 1, col) == (len(SOURCE.splitlines()), len(TYPED))
 
 
+def whole(ghost: dict) -> str:
+    return "\n".join([ghost["first"], *ghost["lines"]])
+
+
+def next_word(text: str) -> str:
+    """What the word key takes (editors/nvim part_of): blanks, then a word or a run of other marks."""
+    return re.match(r"\s*[A-Za-z0-9_]+|\s*[^A-Za-z0-9_\s]+", text).group()
+
+
+def test_the_word_key_takes_the_next_word_and_the_rest_stays_shown(played):
+    assert played["word_mapping"]["buffer"] == 1 and played["word_mapping"]["expr"] == 1, played["word_mapping"]
+    word = next_word(whole(played["ghost"]))
+    assert word != whole(played["ghost"]), f"a one-word suggestion: {played['ghost']}"
+    taken = played["word_taken"]
+    assert taken["lines"] == SOURCE.splitlines() + (TYPED + word).split("\n")
+    assert taken["cursor"] == [len(taken["lines"]), len(taken["lines"][-1].encode())] and taken["mode"] == "i"
+    rest = played["rest"]
+    assert (rest["row"] + 1, rest["col"]) == tuple(taken["cursor"]), rest
+    assert whole(played["ghost"]).startswith(word + rest["first"]), "the rest of the same suggestion, typed through"
+
+
 def test_the_suggestion_taken_is_counted_in_specd_status(played):
-    """Neovim runs the item's command once the text is in (vim.lsp.inline_completion), and the
-    language server tells the daemon: one taken whole, as long as the ghost text."""
-    taken = next(line for line in played["status"].splitlines() if line.startswith("taken"))
-    counts = re.search(r"(\d+) shown, 1 taken \(\d+%\): 1 whole, 0 in part; (\d+) of \d+ characters", taken)
+    """Neovim runs the item's command once Tab put the text in (vim.lsp.inline_completion), and
+    the word key sends Copilot's didPartiallyAcceptCompletion: the language server tells the
+    daemon, which counts one suggestion taken in part and one (the rest) taken whole."""
+    taken = next(line for line in played["status"].splitlines() if "since start" in line)
+    counts = re.search(r"(\d+) shown, 2 taken \(\d+%\): 1 whole, 1 in part; (\d+) of \d+ characters", taken)
     assert counts, played["status"]
     shown, taken_chars = counts.groups()
-    assert int(shown) >= 1 and int(taken_chars) >= len(played["ghost"]["first"]) > 0, taken
+    word = next_word(whole(played["ghost"]))
+    assert int(shown) >= 2 and int(taken_chars) >= len(word) + len(whole(played["rest"])), taken
+    assert "by language: python 2/" in played["status"], played["status"]
 
 
 def test_accepting_inserts_exactly_the_ghost_text(played):
-    ghost, accepted = played["ghost"], played["accepted"]
-    inserted = [TYPED + ghost["first"], *ghost["lines"]]
+    """Tab, after the word: the word and the rest shown, exactly."""
+    rest, accepted = played["rest"], played["accepted"]
+    inserted = (TYPED + next_word(whole(played["ghost"])) + whole(rest)).split("\n")
     assert accepted["lines"] == SOURCE.splitlines() + inserted
     assert accepted["cursor"] == [len(accepted["lines"]), len(inserted[-1].encode())]
     assert accepted["mode"] == "i" and played["ghosts_after_accept"] == 0

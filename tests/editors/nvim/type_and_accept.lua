@@ -1,6 +1,7 @@
 -- Plays a person in a real headless Neovim with editors/nvim loaded: opens $SPECD_NVIM_FILE,
 -- presses the accept key before any suggestion can exist (it must type as usual), types
--- $SPECD_NVIM_TYPE on a new last line, waits for the ghost text, accepts it. What it saw goes to
+-- $SPECD_NVIM_TYPE on a new last line, waits for the ghost text, takes its next word with
+-- $SPECD_NVIM_WORD_KEY, waits for the rest, accepts that with the key. What it saw goes to
 -- $SPECD_NVIM_RESULT as JSON; then it quits. tests/editors/test_nvim.py judges it.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'harness.lua'))
 local env = vim.env
@@ -57,6 +58,8 @@ local function open_and_attach(key)
   sleep(100) -- the inline-completion capability attaches on the next event-loop turn
   local map = vim.fn.maparg(key, 'i', false, true)
   result.mapping = { buffer = map.buffer, expr = map.expr, desc = map.desc }
+  map = vim.fn.maparg(env.SPECD_NVIM_WORD_KEY, 'i', false, true)
+  result.word_mapping = { buffer = map.buffer, expr = map.expr, desc = map.desc }
 end
 
 --- Moves the cursor in normal mode and lets it rest: the plugin tells specd where
@@ -99,10 +102,21 @@ local function type_and_accept(key)
   result.ghost_after_ms = vim.uv.now() - typed_at
   result.before_accept = snapshot()
 
-  vim.api.nvim_input(key)
   local typed_line = result.typed.lines[#result.typed.lines]
-  wait_for('the accepted text', 5000, function()
+  vim.api.nvim_input(env.SPECD_NVIM_WORD_KEY)
+  wait_for('the word taken', 5000, function()
     return vim.api.nvim_get_current_line() ~= typed_line
+  end)
+  result.word_taken = snapshot()
+  wait_for('the rest of the ghost text', 60000, function()
+    return #ghost_marks() > 0
+  end)
+  result.rest = ghost()
+
+  local before_tab = vim.api.nvim_get_current_line()
+  vim.api.nvim_input(key)
+  wait_for('the accepted text', 5000, function()
+    return vim.api.nvim_get_current_line() ~= before_tab
   end)
   sleep(100)
   result.accepted = snapshot()

@@ -9,6 +9,7 @@ local M = {}
 
 local NAME = 'specd'
 local DID_FOCUS = 'specd/didFocus'
+local PARTIAL = 'textDocument/didPartiallyAcceptCompletion' -- Copilot's name: specd counts it
 
 M.defaults = {
   --- How to start the language server (it starts the daemon itself when none answers).
@@ -20,6 +21,10 @@ M.defaults = {
   },
   --- Insert-mode key that accepts the ghost text; without one it types as usual. false: no mapping.
   accept_key = '<Tab>',
+  --- Insert-mode keys that take the ghost text's next word, or the rest of its line, and leave
+  --- the rest shown; without ghost text they do what they do unmapped. false: no mapping.
+  accept_word_key = '<M-Right>',
+  accept_line_key = '<M-C-Right>',
   --- Insert-mode key that asks for a suggestion here, by hand. false: no mapping.
   suggest_key = '<M-\\>',
   --- ms the cursor rests outside insert mode before specd is told where (false: never told).
@@ -37,6 +42,58 @@ M.defaults = {
 local function accept_or(key)
   return function()
     if vim.lsp.inline_completion.get() then
+      return ''
+    end
+    return key
+  end
+end
+
+--- The part of `text` that "next word" or "next line" takes: blanks (line ends included) then a
+--- word, or a run of other characters; or up to the first line's end (all of the next line where
+--- the text starts a new one).
+local function part_of(text, unit)
+  if unit == 'word' then
+    return text:match('^%s*[%w_]+') or text:match('^%s*[^%w_%s]+') or text
+  end
+  return text:match('^\n?[^\n]*')
+end
+
+--- Inserts `part` of the item at its start and puts the cursor after it. A part leaves the
+--- range's end alone (what the whole would replace stays until the whole is taken); the whole
+--- replaces the range, as Tab does.
+local function insert(buf, item, part, whole)
+  local start, stop = item.range.start, whole and item.range.end_ or item.range.start
+  local lines = vim.split(part, '\n')
+  vim.api.nvim_buf_set_text(buf, start.row, start.col, stop.row, stop.col, lines)
+  vim.api.nvim_win_set_cursor(0, { start.row + #lines, (#lines == 1 and start.col or 0) + #lines[#lines] })
+end
+
+--- Takes the next word or line of the ghost text (an on_accept of vim.lsp.inline_completion.get)
+--- and tells specd how much of the item was taken: Copilot's notification for a part, the item's
+--- command (as Tab runs it) for what turns out to be all of it. specd's items are plain text
+--- with a range; any other is left alone.
+local function take_part(unit)
+  return function(item)
+    local buf = vim.api.nvim_get_current_buf()
+    local client = vim.lsp.get_client_by_id(item.client_id)
+    local text = item.insert_text
+    if type(text) ~= 'string' or not item.range or not client then
+      return
+    end
+    local part = part_of(text, unit)
+    insert(buf, item, part, part == text)
+    if part ~= text then
+      client:notify(PARTIAL, { item = { insertText = text, command = item.command }, acceptedLength = vim.fn.strchars(part) })
+    elseif item.command then
+      client:exec_cmd(item.command, { bufnr = buf })
+    end
+  end
+end
+
+--- Takes part of the ghost text shown, else returns `key` for the expr mapping to type.
+local function accept_part_or(key, unit)
+  return function()
+    if vim.lsp.inline_completion.get({ on_accept = take_part(unit) }) then
       return ''
     end
     return key
@@ -98,6 +155,15 @@ local function on_specd_attach(buf, opts, group)
       desc = 'specd: accept the ghost text, else ' .. opts.accept_key,
     })
   end
+  for unit, key in pairs({ word = opts.accept_word_key, line = opts.accept_line_key }) do
+    if key then
+      vim.keymap.set('i', key, accept_part_or(key, unit), {
+        buffer = buf,
+        expr = true,
+        desc = ('specd: take the ghost text\'s next %s, else %s'):format(unit, key),
+      })
+    end
+  end
   if opts.suggest_key then
     vim.keymap.set('i', opts.suggest_key, suggest_here, { buffer = buf, desc = 'specd: suggest here' })
   end
@@ -106,7 +172,7 @@ local function on_specd_attach(buf, opts, group)
   end
 end
 
---- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, suggest_key?: string|false, focus_ms?: integer|false, trigger?: table, lsp?: table}
+--- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, accept_word_key?: string|false, accept_line_key?: string|false, suggest_key?: string|false, focus_ms?: integer|false, trigger?: table, lsp?: table}
 function M.setup(opts)
   opts = vim.tbl_deep_extend('force', M.defaults, opts or {})
   assert(vim.lsp.inline_completion, 'specd: needs Neovim 0.12 (vim.lsp.inline_completion)')
