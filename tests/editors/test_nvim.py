@@ -168,6 +168,21 @@ def test_the_suggestion_taken_is_counted_in_specd_status(played):
     assert "by language: python 2/" in played["status"], played["status"]
 
 
+def test_the_statusline_shows_the_last_suggestions_round_trip(played):
+    assert re.fullmatch(r"specd \d+ms", played["statusline"]), played["statusline"]
+
+
+def test_checkhealth_specd_reports_neovim_the_command_models_daemon_socket_and_buffers(played):
+    health = "\n".join(played["health"])
+    for section in ("specd: Neovim", "specd: the command", "specd: models", "specd: daemon", "specd: buffers"):
+        assert section in health, health
+    assert re.search(r"OK .*Neovim .* has vim.lsp.inline_completion", health), health
+    assert re.search(r"OK target +yes ", health) and re.search(r"OK specd [\d.]+: running, pid \d+", health), health
+    assert re.search(r"OK socket \S+specd.sock: yours alone \(\d*600, its folder \d*700\)", health), health
+    assert re.search(r"OK specd lsp \(client \d+\) serves 1 buffer\(s\): \S+fibs.py", health), health
+    assert "ERROR" not in health, health
+
+
 def test_accepting_inserts_exactly_the_ghost_text(played):
     """Tab, after the word: the word and the rest shown, exactly."""
     rest, accepted = played["rest"], played["accepted"]

@@ -1,7 +1,8 @@
 -- Plays a person in a real headless Neovim with editors/nvim loaded: opens $SPECD_NVIM_FILE,
 -- presses the accept key before any suggestion can exist (it must type as usual), types
 -- $SPECD_NVIM_TYPE on a new last line, waits for the ghost text, takes its next word with
--- $SPECD_NVIM_WORD_KEY, waits for the rest, accepts that with the key. What it saw goes to
+-- $SPECD_NVIM_WORD_KEY, waits for the rest, accepts that with the key, runs :checkhealth specd.
+-- What it saw goes to
 -- $SPECD_NVIM_RESULT as JSON; then it quits. tests/editors/test_nvim.py judges it.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'harness.lua'))
 local env = vim.env
@@ -100,6 +101,7 @@ local function type_and_accept(key)
   end)
   result.ghost = ghost()
   result.ghost_after_ms = vim.uv.now() - typed_at
+  result.statusline = require('specd').statusline()
   result.before_accept = snapshot()
 
   local typed_line = result.typed.lines[#result.typed.lines]
@@ -131,6 +133,8 @@ local function play()
   type_and_accept(key)
   vim.api.nvim_input('<Esc>')
   sleep(20)
+  vim.cmd('checkhealth specd')
+  result.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
   finish(nil)
 end
 

@@ -145,6 +145,54 @@ local function send_focus_after_rest(buf, group, ms)
   restart() -- attached: the file was just opened, its cursor rests where it was put
 end
 
+--- The last suggestion's round trip, for M.statusline: each inlineCompletion request of the
+--- client is timed from when Neovim sends it to its answer.
+local last = { ms = nil, shown = false }
+
+local function time_requests(client)
+  if client._specd_timed then
+    return
+  end
+  client._specd_timed = true
+  local request = client.request
+  client.request = function(self, method, params, handler, ...)
+    if method == 'textDocument/inlineCompletion' and handler then
+      local sent, answer = vim.uv.hrtime(), handler
+      handler = function(err, result, ...)
+        if not err then
+          local items = result and (result.items or result) or {}
+          last = { ms = (vim.uv.hrtime() - sent) / 1e6, shown = #items > 0 }
+        end
+        return answer(err, result, ...)
+      end
+    end
+    return request(self, method, params, handler, ...)
+  end
+end
+
+--- For 'statusline': "" where specd does not serve the buffer; else "specd", "specd: starting",
+--- "specd: stopped", or "specd 312ms" (the last suggestion's round trip; "specd 312ms (none)" if
+--- it brought no suggestion).
+--- E.g. `vim.o.statusline = '%f %= %{v:lua.require("specd").statusline()}'`.
+function M.statusline()
+  local buf = vim.api.nvim_get_current_buf()
+  local client = vim.lsp.get_clients({ bufnr = buf, name = NAME })[1]
+  if not client then
+    local known = M.options and vim.tbl_contains(M.options.filetypes, vim.bo[buf].filetype)
+    return known and #vim.lsp.get_clients({ name = NAME }) == 0 and M.started and 'specd: stopped' or ''
+  end
+  if client:is_stopped() then
+    return 'specd: stopped'
+  end
+  if not client.initialized then
+    return 'specd: starting'
+  end
+  if not last.ms then
+    return 'specd'
+  end
+  return ('specd %dms%s'):format(math.floor(last.ms + 0.5), last.shown and '' or ' (none)')
+end
+
 --- Turns inline completion on for a buffer specd attached to, and maps the accept key there.
 local function on_specd_attach(buf, opts, group)
   vim.lsp.inline_completion.enable(true, { bufnr = buf })
@@ -175,6 +223,7 @@ end
 --- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, accept_word_key?: string|false, accept_line_key?: string|false, suggest_key?: string|false, focus_ms?: integer|false, trigger?: table, lsp?: table}
 function M.setup(opts)
   opts = vim.tbl_deep_extend('force', M.defaults, opts or {})
+  M.options = opts -- for :checkhealth specd and M.statusline
   assert(vim.lsp.inline_completion, 'specd: needs Neovim 0.12 (vim.lsp.inline_completion)')
 
   local lsp = vim.deepcopy(opts.lsp)
@@ -196,6 +245,8 @@ function M.setup(opts)
     callback = function(args)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
       if client and client.name == NAME then
+        M.started = true
+        time_requests(client)
         on_specd_attach(args.buf, opts, group)
       end
     end,
