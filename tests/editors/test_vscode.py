@@ -120,6 +120,19 @@ def test_the_package_declares_the_trigger_settings_and_the_suggest_key(vsix):
     assert "editor.action.inlineSuggest.trigger" in bundle and "max_line_suffix" in bundle
 
 
+def test_the_package_declares_the_partial_accept_commands(vsix):
+    """Ctrl+Right (Cmd+Right on a Mac) while a suggestion shows is specd's "accept next word", where
+    VS Code binds its own, so that what it takes is counted; "accept next line" beside it."""
+    manifest = json.loads(vsix_files(vsix)["extension/package.json"])
+    bindings = {k["command"]: k for k in manifest["contributes"]["keybindings"]}
+    assert bindings["specd.acceptNextWord"]["key"] == "ctrl+right"
+    assert bindings["specd.acceptNextWord"]["mac"] == "cmd+right"
+    assert "specd.acceptNextLine" in bindings
+    assert all("inlineSuggestionVisible" in bindings[c]["when"] for c in ("specd.acceptNextWord", "specd.acceptNextLine"))
+    bundle = vsix_files(vsix)["extension/" + manifest["main"].removeprefix("./")].decode()
+    assert "textDocument/didPartiallyAcceptCompletion" in bundle and "editor.action.inlineSuggest.acceptNext" in bundle
+
+
 def test_the_package_activates_for_its_languages(vsix):
     manifest = json.loads(vsix_files(vsix)["extension/package.json"])
     events = manifest["activationEvents"]
@@ -155,7 +168,9 @@ def test_the_package_carries_a_self_contained_bundle(vsix):
 def isolated_env(home: Path, runtime: Path) -> dict[str, str]:
     """HOME, config, state, data and runtime dirs under `home`; the cache (the models) stays."""
     config = home / "specd.toml"
-    config.write_text("[completion]\nmax_tokens = 16\n")
+    # the whole 16 tokens at once (no cut at a word or line end on a slow machine): more than
+    # one word, so that Ctrl+Right leaves a rest
+    config.write_text("[completion]\nmax_tokens = 16\ncut_ms = 0\nfirst_line_ms = 0\n")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     env = dict(os.environ, HOME=str(home / "home"), SPECD_CONFIG=str(config),
                XDG_RUNTIME_DIR=str(runtime), XDG_CACHE_HOME=cache)
@@ -276,8 +291,28 @@ def test_tab_accepts_the_ghost_text_and_ctrl_s_saves_it(played):
 
 
 @pytest.mark.real
-def test_the_suggestion_taken_with_tab_is_counted_in_specd_status(played):
-    """VS Code runs the item's command after Tab (vscode-languageclient forwards it to the server
-    as workspace/executeCommand): the daemon counts one suggestion taken whole."""
-    taken = next(line for line in played["status"].splitlines() if line.startswith("taken"))
-    assert re.search(r" 1 taken \(\d+%\): 1 whole, 0 in part", taken), played["status"]
+def test_the_status_bar_shows_specd_up_with_the_last_round_trip_and_opens_the_trace_page(played):
+    assert re.fullmatch(r"specd \d+ ms", played["statusBar"]), played["statusBar"]
+    assert played["tracePage"] and not any("specd" in toast for toast in played["errors"]), played["errors"]
+
+
+def next_word(text: str) -> str:
+    """What VS Code's "accept next word" takes of this suggestion: blanks, then a word."""
+    return re.match(r"\s*(\w+|[^\w\s]+)", text).group()
+
+
+@pytest.mark.real
+def test_ctrl_right_takes_the_next_word_and_the_rest_stays_shown(played):
+    word = next_word(played["ghost"])
+    assert played["afterWord"].startswith(SOURCE + TYPED + word), (played["afterWord"], played["ghost"])
+    assert played["rest"] and played["ghost"].startswith(word + played["rest"].split("\n")[0]), played
+
+
+@pytest.mark.real
+def test_the_suggestion_taken_is_counted_in_specd_status(played):
+    """Ctrl+Right is specd's command, which runs VS Code's "accept next word" and sends Copilot's
+    didPartiallyAcceptCompletion; VS Code runs the item's command after Tab (vscode-languageclient
+    forwards it as workspace/executeCommand): the daemon counts a part and a whole, of the same
+    suggestion or of the rest the server answered after the word."""
+    taken = next(line for line in played["status"].splitlines() if "since start" in line)
+    assert re.search(r" [12] taken \(\d+%\): 1 whole, 1 in part", taken), played["status"]

@@ -1,7 +1,10 @@
 // Drives VS Code (code-server) in Debian's headless Chromium through playwright-core: opens a
-// file by Quick Open, types at its end, waits for ghost text, accepts it with Tab, saves.
+// file by Quick Open, types at its end, waits for ghost text, takes its next word with Ctrl+Right
+// and saves, then accepts the rest with Tab and saves.
 // Input: one JSON argument {url, chromium, userDataDir, path, typed, ghostWaitMs, screenshot}.
-// Output: one JSON line on stdout, {ghost, triggers} or {error}; the test reads the saved file.
+// Then clicks specd's status-bar item, which opens the trace page.
+// Output: one JSON line on stdout, {ghost, triggers, statusBar, afterWord, rest, tracePage,
+// errors} or {error}; the test reads the saved file.
 'use strict';
 
 const fs = require('fs');
@@ -95,10 +98,20 @@ async function main() {
     const { text, triggers } = await waitForGhost(page, deadline);
     result.ghost = text;
     result.triggers = triggers;
+    result.statusBar = (await page.locator('.statusbar-item', { hasText: /^\s*specd/ }).first().textContent()).trim();
+    await page.keyboard.press('Control+ArrowRight');
+    await page.keyboard.press('Control+S');
+    await waitForSave(opts.path, before, STEP_MS);
+    result.afterWord = fs.readFileSync(opts.path, 'utf8');
+    result.rest = (await waitForGhost(page, Date.now() + STEP_MS)).text;
     await page.keyboard.press('Tab');
     await page.locator(GHOST).first().waitFor({ state: 'detached', timeout: STEP_MS });
     await page.keyboard.press('Control+S');
-    await waitForSave(opts.path, before, STEP_MS);
+    await waitForSave(opts.path, result.afterWord, STEP_MS);
+    await page.locator('.statusbar-item', { hasText: /^\s*specd/ }).first().click();
+    await page.locator('.tab', { hasText: 'specd trace' }).waitFor({ timeout: STEP_MS });
+    result.tracePage = true;
+    result.errors = await page.locator('.notifications-toasts').allTextContents();
   } catch (e) {
     result.error = e instanceof Error ? e.stack || e.message : String(e);
     await page.screenshot({ path: opts.screenshot }).catch(() => {});
