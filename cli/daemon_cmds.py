@@ -7,6 +7,7 @@ import asyncio
 import sys
 import time
 
+from specd.cli.models_cmds import missing_builtins, pull_models
 from specd.daemon import protocol
 from specd.daemon.config import load_config
 from specd.daemon.lifecycle import answering_pid, daemon_status, launch_daemon, stop_daemon
@@ -37,6 +38,11 @@ def cmd_start(args) -> int:
         return run_daemon(config, args.ready_fd)
     started = time.monotonic()
     say = lambda line: print(f"specd: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    if config.backend.kind == "local" and (missing := missing_builtins(config)):
+        # here, with pip's progress bars on this terminal, not in the background daemon: a
+        # download of ~1.5 GB is no model load to wait for behind start_timeout_s
+        say(f"first start: fetching the built-in models once ({', '.join(missing)}), as `specd models pull`")
+        pull_models(config)
     pid, already = asyncio.run(launch_daemon(config, say=say))
     if already:
         print(f"specd is already running (pid {pid}, socket {where})")

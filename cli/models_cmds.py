@@ -20,27 +20,14 @@ def add_parsers(sub) -> None:
 
 def cmd_models(args) -> int:
     from specd.models.info import info
-    from specd.models.manifest import BUILTIN_BY_NAME
-    from specd.models.resolve import pull_builtin, repair
-    from specd.models.specs import cached_folder, parse_spec
+    from specd.models.specs import parse_spec
 
     config = load_config(args.config)
     cache = config.cache_dir()
     if args.repair and args.action != "pull":
         raise UsageError("--repair goes with pull: `specd models pull --repair`")
-    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
     if args.action == "pull":
-        for role in ("target", "draft"):
-            spec = _fetched(getattr(config.models, role))
-            parsed = parse_spec(spec, role) if spec != "none" else None
-            started = time.perf_counter()
-            if parsed is not None and args.repair and cached_folder(parsed, cache) is None:
-                print(f"{role}: {spec} is not a cache specd made; nothing to repair")
-            elif parsed is not None and args.repair:
-                print(f"{role}: {repair(parsed, cache, say)} ({time.perf_counter() - started:.1f} s)")
-            elif parsed is not None and parsed.kind == "builtin":
-                folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=say)
-                print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
+        pull_models(config, args.repair)
     print(f"{'role':7} {'converted':9} {'size':>9} {'params':>8} {'dtype':6} spec -> folder")
     for role in ("target", "draft"):
         spec = _fetched(getattr(config.models, role))
@@ -52,6 +39,39 @@ def cmd_models(args) -> int:
         print(f"{role:7} {'yes' if i.converted else 'no':9} {i.bytes_on_disk / 2**30:>7.2f}GB "
               f"{params:>8} {i.dtype or '-':6} {i.spec} -> {i.folder}")
     return 0
+
+
+def pull_models(config, repair: bool = False) -> None:
+    """Fetch, check and convert the configured built-in models that are not in the cache yet (with
+    `repair`: hash every cached file and rebuild a damaged one); progress on stderr."""
+    from specd.models.manifest import BUILTIN_BY_NAME
+    from specd.models.resolve import pull_builtin
+    from specd.models.resolve import repair as repair_cache
+    from specd.models.specs import cached_folder, parse_spec
+
+    cache = config.cache_dir()
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    for role in ("target", "draft"):
+        spec = _fetched(getattr(config.models, role))
+        parsed = parse_spec(spec, role) if spec != "none" else None
+        started = time.perf_counter()
+        if parsed is not None and repair and cached_folder(parsed, cache) is None:
+            print(f"{role}: {spec} is not a cache specd made; nothing to repair")
+        elif parsed is not None and repair:
+            print(f"{role}: {repair_cache(parsed, cache, say)} ({time.perf_counter() - started:.1f} s)")
+        elif parsed is not None and parsed.kind == "builtin":
+            folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=say)
+            print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
+
+
+def missing_builtins(config) -> list[str]:
+    """The configured built-in models (the draft "auto" included) not yet converted in the cache."""
+    from specd.models.resolve import not_pulled
+    from specd.models.specs import parse_spec
+
+    specs = [parse_spec(spec, role) for role in ("target", "draft")
+             if (spec := _fetched(getattr(config.models, role))) != "none"]
+    return not_pulled(specs, config.cache_dir())
 
 
 def _fetched(spec: str) -> str:

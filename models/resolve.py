@@ -44,6 +44,12 @@ def pull_builtin(model: BuiltinModel, cache_dir: Path, say: Callable[[str], None
     return folder
 
 
+def not_pulled(specs: list[ModelSpec], cache_dir: Path) -> list[str]:
+    """The names of the built-in models among `specs` not yet converted in `cache_dir`."""
+    builtins = [BUILTIN_BY_NAME[s.ref] for s in specs if s.kind == "builtin"]
+    return [m.name for m in builtins if not is_converted(builtin_folder(m, cache_dir))]
+
+
 def _needs_download(source) -> bool:
     # An installed package opens a plain file; a wheel opener fails only when the wheel is absent.
     try:
@@ -67,7 +73,7 @@ def resolve(spec: ModelSpec, cache_dir: Path, pull: bool = False, say: Callable[
             return folder
         if not pull:
             raise ModelError(f"built-in {spec.role} {model.name} is not in {cache_dir}; "
-                             "run `specd models pull` (or `make run`) first")
+                             "`specd start` fetches it once (or `specd models pull`)")
         return pull_builtin(model, cache_dir, say)
     if spec.kind == "gguf":
         folder = gguf_folder(Path(spec.ref), cache_dir)
