@@ -47,19 +47,17 @@ def pull_models(config, repair: bool = False) -> None:
     from specd.models.manifest import BUILTIN_BY_NAME
     from specd.models.resolve import pull_builtin
     from specd.models.resolve import repair as repair_cache
-    from specd.models.specs import cached_folder, parse_spec
+    from specd.models.specs import cached_folder
 
     cache = config.cache_dir()
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    for role in ("target", "draft"):
-        spec = _fetched(getattr(config.models, role))
-        parsed = parse_spec(spec, role) if spec != "none" else None
+    for role, spec, parsed in _configured(config):
         started = time.perf_counter()
-        if parsed is not None and repair and cached_folder(parsed, cache) is None:
+        if repair and cached_folder(parsed, cache) is None:
             print(f"{role}: {spec} is not a cache specd made; nothing to repair")
-        elif parsed is not None and repair:
+        elif repair:
             print(f"{role}: {repair_cache(parsed, cache, say)} ({time.perf_counter() - started:.1f} s)")
-        elif parsed is not None and parsed.kind == "builtin":
+        elif parsed.kind == "builtin":
             folder = pull_builtin(BUILTIN_BY_NAME[parsed.ref], cache, say=say)
             print(f"{role}: {parsed.ref} ready in {folder} ({time.perf_counter() - started:.1f} s)")
 
@@ -67,11 +65,16 @@ def pull_models(config, repair: bool = False) -> None:
 def missing_builtins(config) -> list[str]:
     """The configured built-in models (the draft "auto" included) not yet converted in the cache."""
     from specd.models.resolve import not_pulled
+
+    return not_pulled([parsed for _, _, parsed in _configured(config)], config.cache_dir())
+
+
+def _configured(config) -> list:
+    """(role, spec, parsed spec) of each configured model, as fetched (none: left out)."""
     from specd.models.specs import parse_spec
 
-    specs = [parse_spec(spec, role) for role in ("target", "draft")
-             if (spec := _fetched(getattr(config.models, role))) != "none"]
-    return not_pulled(specs, config.cache_dir())
+    roles = [(role, _fetched(getattr(config.models, role))) for role in ("target", "draft")]
+    return [(role, spec, parse_spec(spec, role)) for role, spec in roles if spec != "none"]
 
 
 def _fetched(spec: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 
 from lsprotocol import types
 from pygls.exceptions import FeatureNotificationError, JsonRpcException, JsonRpcInvalidParams
@@ -17,6 +18,7 @@ from pygls.lsp.server import LanguageServer
 
 from specd.daemon.client import Client, DaemonError, Launcher
 from specd.daemon.config import Config
+from specd.daemon.protocol import Feedback
 from specd.lsp.context import Cursor, LspTextDocument, LspWorkspace, Surroundings, cursor_at, is_open, surroundings
 from specd.lsp.cursor import PositionError
 from specd.lsp.focus import DID_FOCUS, read_focus
@@ -160,11 +162,11 @@ class SpecdServer(LanguageServer):
         self.suggester.report(event)
         return types.Command(title="specd: suggestion taken", command=ACCEPT, arguments=[key])
 
-    def took(self, report, *args) -> None:
-        """An editor's report that the user took (part of) a suggestion; one naming none this
-        server sent is the client's mistake: logged, and nothing counted."""
+    def took(self, report: Callable[[], Feedback | None]) -> None:
+        """An editor's report that the user took (part of) a suggestion, read by `report`; one
+        naming none this server sent, or malformed, is the client's mistake: logged, nothing counted."""
         try:
-            event = report(*args)
+            event = report()
         except UptakeError as error:
             log.warning("%s", error)
             return
@@ -273,18 +275,13 @@ async def completion(ls: SpecdServer, params: types.CompletionParams) -> types.C
 def accept_command(ls: SpecdServer, *arguments) -> None:
     """The command on each item (workspace/executeCommand), which the editor runs once the user
     took it whole; its one argument is the suggestion's id."""
-    ls.took(ls.uptake.accepted, arguments[0] if len(arguments) == 1 else None)
+    ls.took(lambda: ls.uptake.accepted(arguments[0] if len(arguments) == 1 else None))
 
 
 @server.feature(PARTIAL)
 def did_partially_accept(ls: SpecdServer, params) -> None:
     """Copilot's notification for a word or a line of a suggestion taken (lsp/uptake.py)."""
-    try:
-        key, length = partial_params(params)
-    except UptakeError as error:
-        log.warning("%s", error)
-        return
-    ls.took(ls.uptake.partially, key, length)
+    ls.took(lambda: ls.uptake.partially(*partial_params(params)))
 
 
 def serve(config: Config, launch: Launcher, tcp: tuple[str, int] | None = None) -> None:
