@@ -53,6 +53,19 @@ async function waitForSave(file, before, timeoutMs) {
   }
 }
 
+async function waitForGhostChange(page, before, timeoutMs) {
+  // Ctrl+Right runs specd's command in the extension host, which then runs VS Code's "accept
+  // next word": the word lands after the key returns, and a Ctrl+S pressed at once can save the
+  // file without it. The ghost text shrinking (or going) says the word is in the document.
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = (await page.locator(GHOST).allTextContents()).join('').replace(/\u00a0/g, ' ');
+    if (text !== before) return;
+    if (Date.now() > deadline) throw new Error(`ghost text unchanged ${timeoutMs} ms after Ctrl+Right`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 async function waitForGhost(page, deadline) {
   // The first requests may be answered empty while the server starts the daemon; VS Code asks
   // again only on the next edit, so after each quiet step ask explicitly, through the Command
@@ -100,6 +113,7 @@ async function main() {
     result.triggers = triggers;
     result.statusBar = (await page.locator('.statusbar-item', { hasText: /^\s*specd/ }).first().textContent()).trim();
     await page.keyboard.press('Control+ArrowRight');
+    await waitForGhostChange(page, text, STEP_MS);
     await page.keyboard.press('Control+S');
     await waitForSave(opts.path, before, STEP_MS);
     result.afterWord = fs.readFileSync(opts.path, 'utf8');
