@@ -94,6 +94,8 @@ float dot_q80(const block_q80 *w, const act_32 *x, int k);
 #define ROWS 8
 void dot_q4k_avx2(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out);
 void dot_q6k_avx2(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out);
+void dot_q4k_avx2_paired(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out);
+void dot_q6k_avx2_paired(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out);
 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k);
 void dot_q4k_avxvnni(const block_q4k *w, const act_k *x, int x_stride, int rows, int k, float *out);
 void dot_q6k_avxvnni(const block_q6k *w, const act_k *x, int x_stride, int rows, int k, float *out);
@@ -102,6 +104,7 @@ void dot_q6k_avx512(const block_q6k *w, const act_k *x, int x_stride, int rows, 
 void quantize_k(const float *x, act_k *out, int k);
 void quantize_32(const float *x, act_32 *out, int k);
 void quantize_k_avx2(const float *x, act_k *out, int k);
+void quantize_k_avx2_paired(const float *x, act_k *out, int k);  /* the layout the _paired kernels read */
 void quantize_32_avx2(const float *x, act_32 *out, int k);
 
 #endif

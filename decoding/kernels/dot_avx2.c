@@ -20,6 +20,38 @@
 #define KQ(name) name##_avx2
 #define ADD_LANES(sum, w, q, scale) _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), scale))
 #include "kquants256.h"
+#undef KQ
+#undef PAIR
+#undef ADD_PAIR
+
+/* Zen 1 (the first EPYCs) splits each 256-bit op in two and multiplies integers on one pipe only:
+ * there the K-quant kernels are bound by their two multiplies per 32 weights (vpmaddubsw, then
+ * vpmaddwd by the run's scale), and each activation row costs as much as the first. So a second body
+ * lays out each 64 values (runs a and b) as two vectors whose 32-bit lane i holds a[4i], a[4i+1],
+ * b[4i], b[4i+1] and then a[4i+2], a[4i+3], b[4i+2], b[4i+3]: the 16-bit pairs of the two vpmaddubsw
+ * add up lane by lane to a's four products and b's four (at most 2 x 2 x 63 x 127 = 32004, so Q6_K's
+ * six-bit weights fit too), and one vpmaddwd by (sa, sb) gives lane i the integer that dot.c's
+ * lane i gets from two. The weights are laid out once per run for every row; the activations once,
+ * when quantized (quantize_k_avx2_paired). The same integers, so the same bits.
+ *
+ * Laying out the weights costs four more instructions per 64 weights, which a single row does not
+ * win back (22% slower at one row on Zen 1, 13-15% faster from four): matmul.c takes this body
+ * for calls of several rows and the one above for one. */
+INLINE void pair_lanes(__m256i *a, __m256i *b) {
+    __m256i first = _mm256_blend_epi16(*a, _mm256_slli_epi32(*b, 16), 0xaa);
+    *b = _mm256_blend_epi16(_mm256_srli_epi32(*a, 16), *b, 0xaa);
+    *a = first;
+}
+
+INLINE __m256i add_pair(__m256i sum, __m256i wa, __m256i xa, __m256i wb, __m256i xb, __m256i sa, __m256i sb) {
+    __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(wa, xa), _mm256_maddubs_epi16(wb, xb));
+    return _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_blend_epi16(sa, sb, 0xaa)));
+}
+
+#define KQ(name) name##_avx2_paired
+#define PAIR(a, b) pair_lanes(&(a), &(b))
+#define ADD_PAIR(sum, wa, xa, wb, xb, sa, sb) add_pair(sum, wa, xa, wb, xb, sa, sb)
+#include "kquants256.h"
 
 AVX2 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k) {
     __m256 acc = _mm256_setzero_ps();
@@ -74,6 +106,19 @@ AVX2 void quantize_k_avx2(const float *x, act_k *out, int k) {
             out->sums[i] = (int16_t)_mm_extract_epi16(s, 0);
         }
     }
+}
+
+/* quantize_k_avx2's blocks with each 64 values laid out as the K-quant kernels above read them */
+AVX2 void quantize_k_avx2_paired(const float *x, act_k *out, int k) {
+    quantize_k_avx2(x, out, k);
+    for (int b = 0; b < k / QK; b++)
+        for (int c = 0; c < QK; c += 64) {
+            __m256i lo = _mm256_loadu_si256((const __m256i *)(out[b].q + c));
+            __m256i hi = _mm256_loadu_si256((const __m256i *)(out[b].q + c + 32));
+            pair_lanes(&lo, &hi);
+            _mm256_storeu_si256((__m256i *)(out[b].q + c), lo);
+            _mm256_storeu_si256((__m256i *)(out[b].q + c + 32), hi);
+        }
 }
 
 AVX2 void quantize_32_avx2(const float *x, act_32 *out, int k) {

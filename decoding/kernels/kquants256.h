@@ -6,6 +6,16 @@
  * fewer (dot_avxvnni.c). The integer sums are exact either way, so both give dot.c's bits.
  */
 
+/* A body may lay out each 64 values of a super-block (two runs of 32, a and b) otherwise, the
+ * same way for weights and activations, so that it multiplies less. PAIR(a, b) turns a chunk's two
+ * weight vectors into that layout; ADD_PAIR(sum, wa, xa, wb, xb, sa, sb) adds to `sum` what
+ * ADD_LANES of (a, sa) and then of (b, sb) would, from the laid-out weights and activations. By
+ * default the layout is GGUF's own and ADD_PAIR is those two ADD_LANES. */
+#ifndef PAIR
+#define PAIR(a, b) ((void)0)
+#define ADD_PAIR(sum, wa, xa, wb, xb, sa, sb) ADD_LANES(ADD_LANES(sum, wa, xa, sa), wb, xb, sb)
+#endif
+
 /* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: each run of 32
  * weights is decoded once and meets every row while in registers; each row's integer sums are
  * exact in any order, and its float operations run as for that row alone. */
@@ -25,10 +35,11 @@ INLINE void KQ(q4k_rows)(const block_q4k *w, const act_k *x, int x_stride, const
             __m256i qs = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
             __m256i lo = _mm256_and_si256(qs, low4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
             __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+            PAIR(lo, hi);
             for (int r = 0; r < rows; r++) {
                 const int8_t *xq = x[(size_t)r * x_stride].q + 64 * c;
-                sum[r] = ADD_LANES(sum[r], lo, _mm256_loadu_si256((const __m256i *)xq), s0);
-                sum[r] = ADD_LANES(sum[r], hi, _mm256_loadu_si256((const __m256i *)(xq + 32)), s1);
+                sum[r] = ADD_PAIR(sum[r], lo, _mm256_loadu_si256((const __m256i *)xq), hi,
+                                  _mm256_loadu_si256((const __m256i *)(xq + 32)), s0, s1);
             }
         }
         __m256i min_pairs = q4k_min_pairs(m);
@@ -59,12 +70,16 @@ INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
             };
-            for (int quarter = 0; quarter < 4; quarter++) {
+            for (int quarter = 0; quarter < 4; quarter += 2) {
                 int j = 4 * h + quarter;
-                __m256i scale = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
-                for (int r = 0; r < rows; r++)
-                    sum[r] = ADD_LANES(sum[r], q[quarter],
-                                       _mm256_loadu_si256((const __m256i *)(x[(size_t)r * x_stride].q + 32 * j)), scale);
+                __m256i sa = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
+                __m256i sb = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j + 2]), _mm_set1_epi16(w->scales[2 * j + 3]));
+                PAIR(q[quarter], q[quarter + 1]);
+                for (int r = 0; r < rows; r++) {
+                    const int8_t *xq = x[(size_t)r * x_stride].q + 32 * j;
+                    sum[r] = ADD_PAIR(sum[r], q[quarter], _mm256_loadu_si256((const __m256i *)xq), q[quarter + 1],
+                                      _mm256_loadu_si256((const __m256i *)(xq + 32)), sa, sb);
+                }
             }
         }
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));

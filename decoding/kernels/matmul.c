@@ -42,6 +42,7 @@ static void q80_rows_avx2(const void *w, const uint8_t *x, size_t stride, int ro
         dot_q6k_##level(w, (const act_k *)x, (int)(stride / sizeof(act_k)), rows, k, out);                    \
     }
 KQUANT_ROWS(avx2)
+KQUANT_ROWS(avx2_paired)
 KQUANT_ROWS(avxvnni)
 KQUANT_ROWS(avx512)
 #endif
@@ -88,32 +89,38 @@ int specd_kernel_level(int force) {
     return level;
 }
 
-static dot_fn pick_dot(int type) {
+/* A matmul's two halves: how its activation rows are quantized, and the dot product that reads them */
+typedef struct {
+    dot_fn dot;
+    quant_fn quant;
+} kernel;
+
+/* AVX2 calls of at least this many rows take dot_avx2.c's paired layout (it says why) */
+#define PAIRED_ROWS 2
+
+static kernel pick(int type, int rows) {
 #if defined(__x86_64__) || defined(_M_X64)
     int here = specd_kernel_level(-1);
-    if (here == AVX512 && (type == Q4_K || type == Q6_K)) return type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512;
-    if (here == AVXVNNI && (type == Q4_K || type == Q6_K)) return type == Q4_K ? q4k_rows_avxvnni : q6k_rows_avxvnni;
+    quant_fn k_avx2 = (quant_fn)quantize_k_avx2;
+    if (here == AVX512 && (type == Q4_K || type == Q6_K))
+        return (kernel){type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512, k_avx2};
+    if (here == AVXVNNI && (type == Q4_K || type == Q6_K))
+        return (kernel){type == Q4_K ? q4k_rows_avxvnni : q6k_rows_avxvnni, k_avx2};
     if (here >= AVX2) {
+        quant_fn paired = (quant_fn)quantize_k_avx2_paired;
         switch (type) {
-        case Q4_K: return q4k_rows_avx2;
-        case Q6_K: return q6k_rows_avx2;
-        case Q8_0: return q80_rows_avx2;
+        case Q4_K: return rows >= PAIRED_ROWS ? (kernel){q4k_rows_avx2_paired, paired} : (kernel){q4k_rows_avx2, k_avx2};
+        case Q6_K: return rows >= PAIRED_ROWS ? (kernel){q6k_rows_avx2_paired, paired} : (kernel){q6k_rows_avx2, k_avx2};
+        case Q8_0: return (kernel){q80_rows_avx2, (quant_fn)quantize_32_avx2};
         }
     }
 #endif
     switch (type) {
-    case Q4_K: return q4k_rows;
-    case Q6_K: return q6k_rows;
-    case Q8_0: return q80_rows;
+    case Q4_K: return (kernel){q4k_rows, (quant_fn)quantize_k};
+    case Q6_K: return (kernel){q6k_rows, (quant_fn)quantize_k};
+    case Q8_0: return (kernel){q80_rows, (quant_fn)quantize_32};
     }
-    return NULL;
-}
-
-static quant_fn pick_quant(int type) {
-#if defined(__x86_64__) || defined(_M_X64)
-    if (specd_kernel_level(-1) >= AVX2) return type == Q8_0 ? (quant_fn)quantize_32_avx2 : (quant_fn)quantize_k_avx2;
-#endif
-    return type == Q8_0 ? (quant_fn)quantize_32 : (quant_fn)quantize_k;
+    return (kernel){NULL, NULL};
 }
 
 /* bytes of activation blocks for one row of k values (the Python side sizes scratch with it) */
@@ -165,9 +172,10 @@ static void matmul_part(void *arg, int start, int end) {
  * `scratch` holds m * specd_act_bytes(type, k) bytes. */
 int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch,
                  const float *bias) {
-    dot_fn dot = pick_dot(type);
-    if (dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
-    quant_fn quant = pick_quant(type);
+    kernel use = pick(type, m);
+    if (use.dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
+    dot_fn dot = use.dot;
+    quant_fn quant = use.quant;
     size_t stride = (size_t)specd_act_bytes(type, k);
     for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
     matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};

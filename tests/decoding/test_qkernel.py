@@ -121,6 +121,41 @@ def test_each_simd_body_computes_the_portable_bits(fast, kind, k):
         assert torch.equal(a, b), f"{fast} differs from the portable code with {m} rows"
 
 
+def extreme_blocks(kind: int, n: int, k: int) -> torch.Tensor:
+    """Blocks whose every weight and scale is the largest its bits hold: the integer sums a SIMD
+    body keeps in 16 bits reach their bound (AVX2's paired runs: 2 x 2 x 63 x 127 for Q6_K)."""
+    blocks = random_blocks(kind, n, k, seed=9).numpy().reshape(-1, qkernel.BLOCK[kind][1]).copy()
+    if kind == qkernel.Q4_K:
+        blocks[:, 4:] = 0xFF  # six-bit scales and minimums 63, every weight 15
+    else:
+        blocks[:, :192] = 0xFF  # every weight 63
+        blocks[:, 192:208] = np.array([127, -128] * 8, np.int8).view(np.uint8)
+    return torch.from_numpy(blocks.reshape(n, -1))
+
+
+@pytest.mark.skipif(not FAST, reason="this CPU has no AVX2")
+@pytest.mark.parametrize("fast", FAST)
+@pytest.mark.parametrize("kind", [qkernel.Q4_K, qkernel.Q6_K])
+def test_each_simd_body_holds_the_largest_sums(fast, kind):
+    """Every activation at its int8 extreme (one sign per row, then mixed) against the largest
+    weights: a 16-bit sum that overflowed in a fast body would change its bits."""
+    k = 512
+    blocks = extreme_blocks(kind, 8, k)
+    signs = torch.tensor([1.0, -1.0]).repeat_interleave(k // 2)
+    x = torch.stack([torch.full((k,), 5.0), torch.full((k,), -5.0), 5 * signs, -5 * signs])
+    best = qkernel.level()
+    try:
+        qkernel.level(fast)
+        got = qkernel.matmul(kind, blocks, x)
+        qkernel.level("portable")
+        portable = qkernel.matmul(kind, blocks, x)
+    finally:
+        qkernel.level(best)
+    assert torch.equal(got, portable), (got, portable)
+    expected = x.double() @ dequantized(kind, blocks).double().T
+    assert torch.allclose(portable.double(), expected, rtol=1e-3, atol=1e-2)
+
+
 def test_the_best_level_follows_the_cpus_flags():
     from specd.models.cpu import all_flags
 
