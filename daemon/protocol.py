@@ -26,8 +26,8 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.registry import DrafterName
 from specd.decoding.stats import Stats
 
-VERSION = 5                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
-                                      # 4: Status.curve; 5: Feedback, Status.uptake
+VERSION = 6                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
+                                      # 4: Status.curve; 5: Feedback, Status.uptake; 6: Feedback.request
 HEADER = struct.Struct(">I")          # the length of the JSON body that follows
 DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
 
@@ -113,11 +113,14 @@ class Feedback(Message, tag="feedback"):
     notice: no reply). "shown": sent to the editor, `chars` long; "partial": `chars` more of it
     taken (a word, a line); "accepted": taken whole, `chars` the characters not already counted by
     its parts; `first`: nothing of that suggestion was taken before. `language`: the document's
-    languageId ("" where the editor gave none)."""
+    languageId ("" where the editor gave none). `request`: the id of the Complete, on this
+    connection, whose answer the suggestion shows (None where it came from elsewhere): the trace
+    joins the two, so `specd trace` says which requests' answers were taken."""
     event: Literal["shown", "partial", "accepted"]
     chars: Chars
     first: bool = True
     language: Language = ""
+    request: Id | None = None
 
 
 class GetStatus(Message, tag="get_status"):

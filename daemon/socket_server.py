@@ -25,7 +25,7 @@ from specd.daemon.metrics import Metrics
 from specd.daemon.paths import Paths
 from specd.daemon.protocol import Cancel, Complete, Error, Feedback, GetStatus, Hello, Shutdown
 from specd.daemon.scheduler import Job, Scheduler
-from specd.daemon.tracing import TraceWriter
+from specd.daemon.tracing import TraceWriter, UptakeRecord
 from specd.decoding.request import RequestError
 
 log = logging.getLogger("specd.server")
@@ -163,12 +163,19 @@ class Server:
             case Cancel():
                 self.scheduler.cancel((conn.number, message.id), "cancel")
             case Feedback():
-                self.metrics.feedback(message)
+                self.took(conn, message)
             case GetStatus():
                 conn.send(self.status(message.id))
             case Shutdown():
                 conn.send(protocol.ShuttingDown(message.id, len(self.scheduler.jobs)))
                 self.stop()
+
+    def took(self, conn: Connection, report: Feedback) -> None:
+        """A report on a suggestion shown: into the totals, and into the trace beside its request."""
+        self.metrics.feedback(report)
+        if self.tracer is not None:
+            self.tracer.write(UptakeRecord(time.time(), conn.number, report.request, report.event, report.chars,
+                                           report.first, report.language))
 
     def refuse(self, conn: Connection, error: Error) -> None:
         log.info("connection %d: %s: %s", conn.number, error.code, error.message)

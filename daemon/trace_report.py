@@ -1,21 +1,82 @@
 """Where the time went, from the daemon's trace records (`specd trace`, `specd replay`).
 
 `summary`: percentiles per phase (of requests answered "done"), acceptance per drafter,
-cancellation counts by cause; trace_html.py draws the same records. `model_time`: what one
+cancellation counts by cause, and what the user took of the answers shown (`taken`, the uptake
+reports joined to their requests); trace_html.py draws the same records. `model_time`: what one
 document's requests cost the model, per outcome; `requests_received`: how many reached it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from functools import reduce
 
 from specd.daemon.figures import percentile
-from specd.daemon.tracing import ENGINE_PHASES, PHASES, TraceRecord
+from specd.daemon.protocol import Feedback, Uptake
+from specd.daemon.tracing import ENGINE_PHASES, PHASES, TraceRecord, UptakeRecord
 
 QUANTILES = (50, 90, 95, 99, 100)
 
 
-def summary(records: list[TraceRecord]) -> str:
+@dataclass
+class Taken:
+    """What became of one request's answer in the editor."""
+    shown: int = 0          # times an editor showed it (or what was left of it after typing)
+    chars_shown: int = 0    # characters, the first time
+    chars_taken: int = 0    # whole and in part
+
+
+def taken(records: list[TraceRecord], uptake: list[UptakeRecord]) -> dict[int, Taken]:
+    """Each uptake report joined to its request, by position in `records`: the newest request of
+    that connection and id received before the report (a restarted daemon numbers its connections
+    and ids afresh, so the newest one before is the one)."""
+    events = sorted([(r.received_at, 0, i) for i, r in enumerate(records)]
+                    + [(u.at, 1, i) for i, u in enumerate(uptake)])
+    latest: dict[tuple[int, int], int] = {}
+    joined: dict[int, Taken] = {}
+    for _, is_report, i in events:
+        if not is_report:
+            latest[(records[i].client, records[i].id)] = i
+            continue
+        report = uptake[i]
+        if report.request is None or (at := latest.get((report.client, report.request))) is None:
+            continue
+        story = joined.setdefault(at, Taken())
+        if report.event == "shown":
+            story.chars_shown = story.chars_shown or report.chars
+            story.shown += 1
+        else:
+            story.chars_taken += report.chars
+    return joined
+
+
+def uptake_totals(uptake: list[UptakeRecord]) -> Uptake:
+    return reduce(lambda totals, u: totals.counted(Feedback(u.event, u.chars, u.first, u.language)), uptake, Uptake())
+
+
+def uptake_table(records: list[TraceRecord], uptake: list[UptakeRecord], last: int = 10) -> list[str]:
+    """The editors' reports in all, then the requests whose answers were shown: how fast the taken
+    ones came against the rest, and the last few."""
+    if not uptake:
+        return ["suggestions: no editor reported one shown (specd's VS Code and Neovim clients do)"]
+    lines = [f"suggestions: {uptake_totals(uptake).summary()}"]
+    joined = taken(records, uptake)
+    if not joined:
+        return lines
+    took = [records[i].total_ms for i, t in joined.items() if t.chars_taken]
+    left = [records[i].total_ms for i, t in joined.items() if not t.chars_taken]
+    lines.append(f"answers shown: {len(joined)} requests; time to result p50 of those taken "
+                 f"{_ms(percentile(took, 50))}, of the rest {_ms(percentile(left, 50))}")
+    lines.append(f"{'request':>8} {'document':24}{'ms':>8}{'shown':>7}{'chars':>7}{'taken':>7}")
+    for i in sorted(joined)[-last:]:
+        r, t = records[i], joined[i]
+        lines.append(f"{r.id:>8} {r.document.rsplit('/', 1)[-1][:23]:24}{r.total_ms:8.0f}{t.shown:7}"
+                     f"{t.chars_shown:7}{t.chars_taken:7}")
+    return lines
+
+
+def summary(records: list[TraceRecord], uptake: list[UptakeRecord] = ()) -> str:
     outcomes = Counter(r.outcome for r in records)
     causes = Counter(r.cause for r in records if r.outcome == "cancelled")
     by_cause = ", ".join(f"{cause} {n}" for cause, n in causes.most_common())
@@ -29,6 +90,7 @@ def summary(records: list[TraceRecord]) -> str:
                       f"p95 {_ms(percentile([r.total_ms for r in cancelled], 95))}"
                   + (f"; forward passes begun after the cancel: at most {max(after)}" if after else "")]
     lines += [""] + acceptance_table(records)
+    lines += [""] + uptake_table(records, list(uptake))
     return "\n".join(lines)
 
 

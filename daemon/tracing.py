@@ -16,6 +16,10 @@ would mean phases overlap or are counted twice. The file is rotated past half th
 one predecessor (`trace.jsonl.1`), so the two stay under `daemon.trace_max_mb` together. The
 engine's phases and token counts are its `Stats` record, nested whole as `stats`.
 
+Beside them, one line per report of what the user did with a suggestion (`UptakeRecord`, its
+`kind` "uptake"): `specd trace` joins each to the request whose answer was shown, by connection
+and request id.
+
 A trace that cannot be written (a full disk, a file made unwritable) costs the trace, never a
 request: one warning in the log when writing starts failing, one line when it works again.
 """
@@ -66,6 +70,17 @@ class TraceRecord(msgspec.Struct, frozen=True):
         return getattr(self.stats if phase in ENGINE_PHASES else self, f"{phase}_ms")
 
 
+class UptakeRecord(msgspec.Struct, frozen=True, tag="uptake", tag_field="kind"):
+    """A language server's report on a suggestion it showed (protocol.Feedback), as the daemon got it."""
+    at: float                             # unix time
+    client: int                           # the connection, as TraceRecord.client
+    request: int | None                   # the request whose answer was shown, on that connection
+    event: Literal["shown", "partial", "accepted"]
+    chars: int
+    first: bool
+    language: str
+
+
 class TraceWriter:
     def __init__(self, path: Path, max_bytes: int):
         self.path, self.max_bytes = path, max_bytes
@@ -73,7 +88,7 @@ class TraceWriter:
         self.failing: OSError | None = None   # the error of the last write, while writes fail
         self._torn = False                    # a short write left a line without its newline
 
-    def write(self, line: TraceRecord) -> None:
+    def write(self, line: TraceRecord | UptakeRecord) -> None:
         """Append one line; an OSError is logged once (until a write works again), never raised."""
         data = self._encoder.encode(line) + b"\n"
         try:
@@ -101,9 +116,18 @@ class TraceWriter:
 
 
 def read_trace(path: Path) -> list[TraceRecord]:
-    """The records of the rotated file and the current one, oldest first. A torn or foreign line
-    (a crash mid-write, another version) is skipped, not fatal."""
-    decoder = msgspec.json.Decoder(TraceRecord)
+    """The requests of the rotated file and the current one, oldest first. A torn or foreign line
+    (a crash mid-write, another version, an uptake report) is skipped, not fatal."""
+    return _read(path, TraceRecord)
+
+
+def read_uptake(path: Path) -> list[UptakeRecord]:
+    """The uptake reports of the same files, oldest first; every other line is skipped."""
+    return _read(path, UptakeRecord)
+
+
+def _read(path: Path, kind: type):
+    decoder = msgspec.json.Decoder(kind)
     records = []
     for part in (path.with_name(path.name + ".1"), path):
         if not part.exists():

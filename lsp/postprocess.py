@@ -24,6 +24,7 @@ TRUNCATED = {"max_tokens", "deadline"}
 class Suggestion:
     text: str
     replaces_rest: bool  # the suggestion replaces the rest of the current line
+    request: int | None = None  # the daemon request whose answer it shows (lsp/uptake.py reports it)
 
 
 def clean(text: str, cursor: Cursor, stop_reason: str | None) -> Suggestion | None:

@@ -158,7 +158,7 @@ class SpecdServer(LanguageServer):
     def shown(self, suggestion: Suggestion, uri: str) -> types.Command:
         """The command an editor runs when the user takes `suggestion` whole: it names its id."""
         language = self.workspace.get_text_document(uri).language_id or ""
-        key, event = self.uptake.shown(suggestion.text, language)
+        key, event = self.uptake.shown(suggestion.text, language, suggestion.request)
         self.suggester.report(event)
         return types.Command(title="specd: suggestion taken", command=ACCEPT, arguments=[key])
 

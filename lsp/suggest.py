@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import msgspec
 from pygls.exceptions import JsonRpcInvalidParams
@@ -136,10 +137,10 @@ class Suggester:
             shown = self.shown.get(uri)
             rest = rest_after_typing(shown, cursor) if self.reuse else None
             if rest is not None:  # typed through: answer now, verify in the background
-                self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest, shown.replaces_rest)
+                self.shown[uri] = Shown(cursor.prefix, cursor.suffix, rest, shown.replaces_rest, shown.request)
                 if decision.action == "ask":
                     self._spawn(self._verify(uri, cursor, around, self.shown[uri], decision.delay_ms))
-                return Suggestion(rest, shown.replaces_rest)
+                return Suggestion(rest, shown.replaces_rest, shown.request)
             if decision.action != "ask" or await self._newer_within(uri, superseded, decision.delay_ms):
                 return None
             request = self.request(uri, cursor, around)
@@ -190,8 +191,10 @@ class Suggester:
         if result is None or result.outcome != "done":
             return None
         suggestion = clean(result.text, cursor, result.stop_reason)
-        if suggestion is not None:
-            self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text, suggestion.replaces_rest)
+        if suggestion is None:
+            return None
+        suggestion = replace(suggestion, request=result.id)
+        self.shown[uri] = Shown(cursor.prefix, cursor.suffix, suggestion.text, suggestion.replaces_rest, result.id)
         return suggestion
 
     async def _verify(self, uri: str, cursor: Cursor, around: Surroundings, shown: Shown, delay_ms: int = 0) -> None:

@@ -16,6 +16,7 @@ class Shown:
     suffix: str
     text: str
     replaces_rest: bool = False  # it ends with the rest of the line, which it replaces
+    request: int | None = None   # the daemon request that answered it
 
 
 def rest_after_typing(shown: Shown | None, cursor: Cursor) -> str | None:

@@ -33,6 +33,7 @@ class UptakeError(ValueError):
 class Sent:
     length: int
     language: str
+    request: int | None    # the daemon request that answered it
     taken: int = 0         # characters taken so far
     whole: bool = False
 
@@ -44,14 +45,15 @@ class Uptake:
         self.sent: OrderedDict[str, Sent] = OrderedDict()
         self.count = 0
 
-    def shown(self, text: str, language: str = "") -> tuple[str, Feedback]:
-        """A suggestion sent in a document of `language` (its languageId): its id, and the report."""
+    def shown(self, text: str, language: str = "", request: int | None = None) -> tuple[str, Feedback]:
+        """A suggestion sent in a document of `language` (its languageId), the answer to daemon
+        request `request`: its id, and the report."""
         self.count += 1
         key, language = f"s{self.count}", language[:LANGUAGE]
-        self.sent[key] = Sent(len(text), language)
+        self.sent[key] = Sent(len(text), language, request)
         while len(self.sent) > KEEP:
             self.sent.popitem(last=False)
-        return key, Feedback("shown", len(text), language=language)
+        return key, Feedback("shown", len(text), language=language, request=request)
 
     def accepted(self, key: object) -> Feedback | None:
         """Taken whole; None where that was already counted (a command run twice)."""
@@ -60,7 +62,7 @@ class Uptake:
             return None
         first, rest = sent.taken == 0, sent.length - sent.taken
         sent.taken, sent.whole = sent.length, True
-        return Feedback("accepted", rest, first, sent.language)
+        return Feedback("accepted", rest, first, sent.language, sent.request)
 
     def partially(self, key: object, length: object) -> Feedback | None:
         """`length` characters of it taken so far; None where that adds nothing."""
@@ -71,7 +73,7 @@ class Uptake:
         if sent.whole or taken <= sent.taken:
             return None
         first, added, sent.taken = sent.taken == 0, taken - sent.taken, taken
-        return Feedback("partial", added, first, sent.language)
+        return Feedback("partial", added, first, sent.language, sent.request)
 
     def find(self, key: object) -> Sent:
         if not isinstance(key, str) or key not in self.sent:

@@ -46,11 +46,20 @@ def test_each_suggestion_counts_once_whole_and_its_parts_by_characters():
 def test_a_suggestion_taken_whole_at_once_is_taken_and_its_language_travels_with_it():
     uptake = Uptake()
     key, shown = uptake.shown("x = 1", "python")
-    assert shown.language == "python"
+    assert shown.language == "python" and shown.request is None
     assert uptake.accepted(key) == Feedback("accepted", 5, True, "python")
     assert summed([shown, Feedback("accepted", 5, True, "python")]).summary() == (
         "1 shown, 1 taken (100%): 1 whole, 0 in part; 5 of 5 characters (100%)")
     assert Totals().summary() == "none shown"
+
+
+def test_every_report_names_the_daemon_request_whose_answer_was_shown():
+    uptake = Uptake()
+    key, shown = uptake.shown("return x", "python", request=41)
+    assert shown == Feedback("shown", 8, True, "python", 41)
+    assert uptake.partially(key, 7) == Feedback("partial", 7, True, "python", 41)
+    assert uptake.accepted(key) == Feedback("accepted", 1, False, "python", 41)
+    assert decode_request(pack(shown)[4:]) == shown, "and it travels the wire"
 
 
 def test_status_counts_by_language_and_over_the_last_hour():
@@ -143,3 +152,7 @@ async def test_an_item_taken_whole_and_one_taken_in_part_reach_specd_status(edit
     now = await status(specd_env)
     assert now.uptake == expected and now.uptake_hour == expected, "a bad report counts nothing"
     assert now.uptake_languages == {"python": expected}
+    trace = specd_env.specd("trace").stdout
+    assert f"suggestions: {expected.summary()}" in trace, trace
+    rows = trace.split("taken\n", 1)[1].splitlines()   # after the per-request table's head
+    assert sum(int(row.split()[-1]) for row in rows) == length + 1, "what was taken, by the request that answered"
