@@ -3,7 +3,8 @@
 A pass's speed on a busy 2-core VM moves by 20% from one minute to the next, more than a kernel
 change does; so this times both libraries in one process, one thread each (no pool to spin),
 alternating call by call on every matrix of one layer, and keeps each one's best time. It also
-checks that both give the same bits, which every kernel change must keep.
+checks that both give the same bits, which every kernel change must keep. Each library gets the
+blocks in the layout it asks for (`specd_layout`, where it has one), laid out as the loader would.
 
     cp decoding/_kernels*.so /tmp/before.so      # then change the kernels and rebuild
     .venv/bin/python -m specd.bench.kernel_ab /tmp/before.so decoding/_kernels*.so --widths 1,2,4,8,16
@@ -46,7 +47,20 @@ def load_library(path: Path) -> ctypes.CDLL:
     lib.specd_act_bytes.argtypes = [i, i]
     lib.specd_threads.argtypes = [i]
     lib.specd_threads(1)
+    if hasattr(lib, "specd_layout"):
+        lib.specd_layout.argtypes = [i]
+        lib.specd_relayout.argtypes = [i, i, p, ctypes.c_size_t]
     return lib
+
+
+def laid_out(lib: ctypes.CDLL, m: Matrix) -> Matrix:
+    """`m` as `lib`'s loader would hold it: its own layout of the blocks, if it has one."""
+    if not hasattr(lib, "specd_layout") or (kind := lib.specd_layout(m.kind)) == m.kind:
+        return m
+    blocks = m.blocks.clone()
+    rc = lib.specd_relayout(m.kind, kind, blocks.data_ptr(), blocks.numel() // qkernel.BLOCK[m.kind][1])
+    assert rc == 0, f"{m.name}: the library refused its own layout"
+    return Matrix(m.name, kind, blocks)
 
 
 def layer_matrices(blocks_file: Path, layer: int) -> list[Matrix]:
@@ -81,10 +95,11 @@ def compare(libs: dict[str, ctypes.CDLL], matrices: list[Matrix], widths: list[i
             x = torch.randn(width, m.k)
             scratch = torch.empty(width * max(lib.specd_act_bytes(m.kind, m.k) for lib in libs.values()),
                                   dtype=torch.uint8)
+            own = {name: laid_out(lib, m) for name, lib in libs.items()}
             best, out = dict.fromkeys(libs, float("inf")), {}
             for _ in range(reps):
                 for name, lib in libs.items():
-                    took, out[name] = one_call(lib, m, x, scratch)
+                    took, out[name] = one_call(lib, own[name], x, scratch)
                     best[name] = min(best[name], took)
             check_same_bits(m.name, width, out)
             for name in libs:

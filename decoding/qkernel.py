@@ -27,9 +27,11 @@ from pathlib import Path
 import torch
 
 Q8_0, Q4_K, Q6_K = 8, 12, 14          # GGML's type numbers
+Q4_K_PAIRED, Q6_K_PAIRED = 112, 114   # the same blocks in the layout AVX2 reads fastest (kernels/layout.c)
 ATTEND_EVENT = "specd::attend"        # `attend` under torch's profiler (decoding/profile.py)
-BLOCK = {Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210)}  # values and bytes per block
-NAMES = {Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K"}
+BLOCK = {Q8_0: (32, 34), Q4_K: (256, 144), Q6_K: (256, 210),
+         Q4_K_PAIRED: (256, 144), Q6_K_PAIRED: (256, 210)}  # values and bytes per block
+NAMES = {Q8_0: "Q8_0", Q4_K: "Q4_K", Q6_K: "Q6_K", Q4_K_PAIRED: "Q4_K paired", Q6_K_PAIRED: "Q6_K paired"}
 
 
 class KernelMissing(RuntimeError):
@@ -54,6 +56,8 @@ def library() -> ctypes.CDLL:
     lib.specd_kernel_level.argtypes = [i]
     lib.specd_kernel_best.argtypes = []
     lib.specd_act_bytes.argtypes = [i, i]
+    lib.specd_layout.argtypes = [i]
+    lib.specd_relayout.argtypes = [i, i, p, ctypes.c_size_t]
     lib.specd_attend.argtypes = [p, i, i, i, i, p, p, i, i, ctypes.c_float, p]
     lib.specd_threads(torch.get_num_threads())
     _force_from_environment(lib)
@@ -105,6 +109,22 @@ def row_bytes(kind: int, k: int) -> int:
     values, size = BLOCK[kind]
     assert k % values == 0, f"{NAMES[kind]} rows hold a multiple of {values} values, not {k}"
     return k // values * size
+
+
+def layout(kind: int) -> int:
+    """The type `kind`'s blocks are best held as for the kernels in use (`kind` itself, or the paired
+    layout of a K-quant where the kernels are AVX2's: one multiply fewer per 64 weights)."""
+    return library().specd_layout(kind)
+
+
+def relayout(kind: int, blocks: torch.Tensor, to: int) -> torch.Tensor:
+    """`blocks` of `kind` rewritten in place as `to` (a layout of the same weights: `layout(kind)`,
+    or back); returns them. The same numbers, so every matmul gives the same bits."""
+    assert blocks.dtype == torch.uint8 and blocks.is_contiguous(), "contiguous uint8 blocks"
+    count = blocks.numel() // BLOCK[kind][1]
+    assert library().specd_relayout(kind, to, blocks.data_ptr(), count) == 0, \
+        f"no layout from {NAMES[kind]} to {NAMES[to]}"
+    return blocks
 
 
 def matmul(kind: int, blocks: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -10,6 +10,7 @@
 #ifndef SPECD_BLOCKS_H
 #define SPECD_BLOCKS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -105,6 +106,11 @@ void quantize_k(const float *x, act_k *out, int k);
 void quantize_32(const float *x, act_32 *out, int k);
 void quantize_k_avx2(const float *x, act_k *out, int k);
 void quantize_k_avx2_paired(const float *x, act_k *out, int k);  /* the layout the _paired kernels read */
+/* K-quant weights into the paired layout (to_paired) or back (layout.c; the AVX2 versions pair only) */
+void q4k_relayout(block_q4k *w, size_t count, int to_paired);
+void q6k_relayout(block_q6k *w, size_t count, int to_paired);
+void relayout_q4k_avx2(block_q4k *w, size_t count);
+void relayout_q6k_avx2(block_q6k *w, size_t count);
 void quantize_32_avx2(const float *x, act_32 *out, int k);
 
 #endif

@@ -21,37 +21,68 @@
 #define ADD_LANES(sum, w, q, scale) _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w, q), scale))
 #include "kquants256.h"
 #undef KQ
-#undef PAIR
 #undef ADD_PAIR
 
 /* Zen 1 (the first EPYCs) splits each 256-bit op in two and multiplies integers on one pipe only:
  * there the K-quant kernels are bound by their two multiplies per 32 weights (vpmaddubsw, then
  * vpmaddwd by the run's scale), and each activation row costs as much as the first. So a second body
- * lays out each 64 values (runs a and b) as two vectors whose 32-bit lane i holds a[4i], a[4i+1],
+ * reads each 64 values (runs a and b) as two vectors whose 32-bit lane i holds a[4i], a[4i+1],
  * b[4i], b[4i+1] and then a[4i+2], a[4i+3], b[4i+2], b[4i+3]: the 16-bit pairs of the two vpmaddubsw
  * add up lane by lane to a's four products and b's four (at most 2 x 2 x 63 x 127 = 32004, so Q6_K's
  * six-bit weights fit too), and one vpmaddwd by (sa, sb) gives lane i the integer that dot.c's
- * lane i gets from two. The weights are laid out once per run for every row; the activations once,
- * when quantized (quantize_k_avx2_paired). The same integers, so the same bits.
+ * lane i gets from two. The same integers, so the same bits.
  *
- * Laying out the weights costs four more instructions per 64 weights, which a single row does not
- * win back (22% slower at one row on Zen 1, 13-15% faster from four): matmul.c takes this body
- * for calls of several rows and the one above for one. */
+ * The weights are stored so when the model is loaded (layout.c; relayout_q4k_avx2 below does it
+ * at memory speed), the activations when quantized (quantize_k_avx2_paired): laying out the weights
+ * in every call instead cost four instructions per 64 weights, a loss at one row (22% on Zen 1). */
 INLINE void pair_lanes(__m256i *a, __m256i *b) {
     __m256i first = _mm256_blend_epi16(*a, _mm256_slli_epi32(*b, 16), 0xaa);
     *b = _mm256_blend_epi16(_mm256_srli_epi32(*a, 16), *b, 0xaa);
     *a = first;
 }
 
-INLINE __m256i add_pair(__m256i sum, __m256i wa, __m256i xa, __m256i wb, __m256i xb, __m256i sa, __m256i sb) {
+INLINE __m256i add_pair(__m256i sum, __m256i wa, __m256i xa, __m256i wb, __m256i xb, __m256i s) {
     __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(wa, xa), _mm256_maddubs_epi16(wb, xb));
-    return _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_blend_epi16(sa, sb, 0xaa)));
+    return _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, s));
 }
 
 #define KQ(name) name##_avx2_paired
-#define PAIR(a, b) pair_lanes(&(a), &(b))
-#define ADD_PAIR(sum, wa, xa, wb, xb, sa, sb) add_pair(sum, wa, xa, wb, xb, sa, sb)
+#define ADD_PAIR(sum, wa, xa, wb, xb, s) add_pair(sum, wa, xa, wb, xb, s)
 #include "kquants256.h"
+
+/* layout.c's q4k_relayout and q6k_relayout into the paired layout, 32 bytes at a time */
+AVX2 void relayout_q4k_avx2(block_q4k *w, size_t count) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+    for (size_t b = 0; b < count; b++)
+        for (int c = 0; c < 4; c++) {
+            __m256i qs = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(qs, low4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
+            pair_lanes(&lo, &hi);
+            _mm256_storeu_si256((__m256i *)(w[b].qs + 32 * c), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+        }
+}
+
+AVX2 void relayout_q6k_avx2(block_q6k *w, size_t count) {
+    const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
+    for (size_t b = 0; b < count; b++)
+        for (int h = 0; h < 2; h++) {
+            __m256i *ql0 = (__m256i *)(w[b].ql + 64 * h), *ql1 = ql0 + 1, *qh = (__m256i *)(w[b].qh + 32 * h);
+            __m256i l0 = _mm256_loadu_si256(ql0), l1 = _mm256_loadu_si256(ql1), hb = _mm256_loadu_si256(qh);
+            __m256i q[4];  /* as kquants256.h's q6k_rows decodes them */
+            for (int quarter = 0; quarter < 4; quarter++) {
+                __m256i low = _mm256_srli_epi16(quarter & 1 ? l1 : l0, quarter < 2 ? 0 : 4);
+                __m256i high = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * quarter), two);
+                q[quarter] = _mm256_or_si256(_mm256_and_si256(low, low4), _mm256_slli_epi16(high, 4));
+            }
+            pair_lanes(&q[0], &q[1]), pair_lanes(&q[2], &q[3]);
+            __m256i high = _mm256_setzero_si256();
+            for (int quarter = 0; quarter < 4; quarter++)
+                high = _mm256_or_si256(high, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(q[quarter], 4), two), 2 * quarter));
+            _mm256_storeu_si256(ql0, _mm256_or_si256(_mm256_and_si256(q[0], low4), _mm256_slli_epi16(_mm256_and_si256(q[2], low4), 4)));
+            _mm256_storeu_si256(ql1, _mm256_or_si256(_mm256_and_si256(q[1], low4), _mm256_slli_epi16(_mm256_and_si256(q[3], low4), 4)));
+            _mm256_storeu_si256(qh, high);
+        }
+}
 
 AVX2 float dot_q80_avx2(const block_q80 *w, const act_32 *x, int k) {
     __m256 acc = _mm256_setzero_ps();
@@ -108,7 +139,7 @@ AVX2 void quantize_k_avx2(const float *x, act_k *out, int k) {
     }
 }
 
-/* quantize_k_avx2's blocks with each 64 values laid out as the K-quant kernels above read them */
+/* quantize_k_avx2's blocks with each 64 values laid out as the paired kernels read them */
 AVX2 void quantize_k_avx2_paired(const float *x, act_k *out, int k) {
     quantize_k_avx2(x, out, k);
     for (int b = 0; b < k / QK; b++)

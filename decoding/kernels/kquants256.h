@@ -6,14 +6,47 @@
  * fewer (dot_avxvnni.c). The integer sums are exact either way, so both give dot.c's bits.
  */
 
-/* A body may lay out each 64 values of a super-block (two runs of 32, a and b) otherwise, the
- * same way for weights and activations, so that it multiplies less. PAIR(a, b) turns a chunk's two
- * weight vectors into that layout; ADD_PAIR(sum, wa, xa, wb, xb, sa, sb) adds to `sum` what
- * ADD_LANES of (a, sa) and then of (b, sb) would, from the laid-out weights and activations. By
- * default the layout is GGUF's own and ADD_PAIR is those two ADD_LANES. */
-#ifndef PAIR
-#define PAIR(a, b) ((void)0)
-#define ADD_PAIR(sum, wa, xa, wb, xb, sa, sb) ADD_LANES(ADD_LANES(sum, wa, xa, sa), wb, xb, sb)
+/* A body may read each 64 values of a super-block (two runs of 32, a and b) in another layout, the
+ * same for weights and activations (dot_avx2.c's paired one), so that it multiplies less:
+ * ADD_PAIR(sum, wa, xa, wb, xb, s) adds to `sum` what ADD_LANES of (a, a's scale) and then of (b,
+ * b's scale) would in the file's layout, `s` holding in each 32-bit lane a's scale in the low 16
+ * bits and b's in the high (Q6_K: a's and b's scale of the lane's half). By default the layout is
+ * GGUF's own and ADD_PAIR is those two ADD_LANES. */
+#ifndef ADD_PAIR
+#define ADD_PAIR(sum, wa, xa, wb, xb, s) \
+    ADD_LANES(ADD_LANES(sum, wa, xa, low_words(s)), wb, xb, high_words(s))
+#endif
+
+#ifndef SPECD_KQUANTS256_HELPERS  /* a file may include this twice, with two ADD_PAIRs */
+#define SPECD_KQUANTS256_HELPERS
+
+/* each 32-bit lane's low (high) 16 bits in both halves of the lane */
+INLINE __m256i low_words(__m256i s) {
+    return _mm256_shuffle_epi8(s, _mm256_set1_epi32(0x01000100));
+}
+
+INLINE __m256i high_words(__m256i s) {
+    return _mm256_shuffle_epi8(s, _mm256_set1_epi32(0x03020302));
+}
+
+/* The scales as ADD_PAIR takes them, one vector per 64 weights, made once per super-block with a
+ * few shuffles: byte by byte through general registers (vpextrb, vmovd, vpbroadcastw per scale)
+ * they kept the one vector pipe that does them busy longer than the multiplies (llvm-mca, znver1). */
+INLINE void q4k_scale_pairs(const uint8_t sc[8], __m256i out[4]) {
+    __m256i words = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    out[0] = _mm256_shuffle_epi32(words, 0x00), out[1] = _mm256_shuffle_epi32(words, 0x55);
+    out[2] = _mm256_shuffle_epi32(words, 0xaa), out[3] = _mm256_shuffle_epi32(words, 0xff);
+}
+
+/* Q6_K's 16 scales, one per 16 weights: the 64 weights j (0..3) are runs 2j (a) and 2j + 1 (b),
+ * scales 4j, 4j + 1 (a's halves) and 4j + 2, 4j + 3 (b's); the low half of a vector takes the
+ * first 16 weights of each run, the high half the second */
+INLINE void q6k_scale_pairs(const int8_t scales[16], __m256i out[4]) {
+    __m128i order = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256i words = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)scales), order));
+    out[0] = _mm256_shuffle_epi32(words, 0x00), out[1] = _mm256_shuffle_epi32(words, 0x55);
+    out[2] = _mm256_shuffle_epi32(words, 0xaa), out[3] = _mm256_shuffle_epi32(words, 0xff);
+}
 #endif
 
 /* One weight row against `rows` (1..ROWS) activation rows `x_stride` blocks apart: each run of 32
@@ -28,18 +61,18 @@ INLINE void KQ(q4k_rows)(const block_q4k *w, const act_k *x, int x_stride, const
     const __m256i low4 = _mm256_set1_epi8(15);
     for (int b = 0; b < k / QK; b++, w++, x++) {
         uint8_t sc[8], m[8];
+        __m256i scale[4];
         ahead(w, sizeof *w);
         q4k_unpack(w->scales, sc, m);
+        q4k_scale_pairs(sc, scale);
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i qs = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
             __m256i lo = _mm256_and_si256(qs, low4), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low4);
-            __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
-            PAIR(lo, hi);
             for (int r = 0; r < rows; r++) {
                 const int8_t *xq = x[(size_t)r * x_stride].q + 64 * c;
                 sum[r] = ADD_PAIR(sum[r], lo, _mm256_loadu_si256((const __m256i *)xq), hi,
-                                  _mm256_loadu_si256((const __m256i *)(xq + 32)), s0, s1);
+                                  _mm256_loadu_si256((const __m256i *)(xq + 32)), scale[c]);
             }
         }
         __m256i min_pairs = q4k_min_pairs(m);
@@ -55,7 +88,9 @@ INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const
     for (int r = 0; r < rows; r++) acc[r] = offsets[r] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(15), two = _mm256_set1_epi8(3);
     for (int b = 0; b < k / QK; b++, w++, x++) {
+        __m256i scale[4];
         ahead(w, sizeof *w);
+        q6k_scale_pairs(w->scales, scale);
         for (int r = 0; r < rows; r++) sum[r] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
@@ -71,14 +106,11 @@ INLINE void KQ(q6k_rows)(const block_q6k *w, const act_k *x, int x_stride, const
                                 _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
             };
             for (int quarter = 0; quarter < 4; quarter += 2) {
-                int j = 4 * h + quarter;
-                __m256i sa = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j]), _mm_set1_epi16(w->scales[2 * j + 1]));
-                __m256i sb = _mm256_setr_m128i(_mm_set1_epi16(w->scales[2 * j + 2]), _mm_set1_epi16(w->scales[2 * j + 3]));
-                PAIR(q[quarter], q[quarter + 1]);
+                int j = 2 * h + quarter / 2;  /* which 64 of the super-block */
                 for (int r = 0; r < rows; r++) {
-                    const int8_t *xq = x[(size_t)r * x_stride].q + 32 * j;
+                    const int8_t *xq = x[(size_t)r * x_stride].q + 64 * j;
                     sum[r] = ADD_PAIR(sum[r], q[quarter], _mm256_loadu_si256((const __m256i *)xq), q[quarter + 1],
-                                      _mm256_loadu_si256((const __m256i *)(xq + 32)), sa, sb);
+                                      _mm256_loadu_si256((const __m256i *)(xq + 32)), scale[j]);
                 }
             }
         }

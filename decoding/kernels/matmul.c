@@ -11,6 +11,7 @@
 #include "pool.h"
 
 enum { Q4_K = 12, Q6_K = 14, Q8_0 = 8 };  /* GGML's type numbers */
+enum { PAIRED = 100, Q4_K_PAIRED = Q4_K + PAIRED, Q6_K_PAIRED = Q6_K + PAIRED };  /* layout.c's layout */
 
 /* one weight row against `rows` (1..ROWS) activation rows `stride` bytes apart */
 typedef void (*dot_fn)(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out);
@@ -22,6 +23,25 @@ static void q4k_rows(const void *w, const uint8_t *x, size_t stride, int rows, i
 
 static void q6k_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
     for (int r = 0; r < rows; r++) out[r] = dot_q6k(w, (const act_k *)(x + stride * r), k);
+}
+
+/* a paired weight row of `bytes` copied into `copy` in the file's layout: how the portable code
+ * reads one */
+static const void *unpaired(int type, const void *row, size_t bytes, void *copy) {
+    memcpy(copy, row, bytes);
+    if (type == Q4_K_PAIRED) q4k_relayout(copy, bytes / sizeof(block_q4k), 0);
+    else q6k_relayout(copy, bytes / sizeof(block_q6k), 0);
+    return copy;
+}
+
+static void q4k_paired_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    block_q4k copy[k / QK];
+    q4k_rows(unpaired(Q4_K_PAIRED, w, sizeof copy, copy), x, stride, rows, k, out);
+}
+
+static void q6k_paired_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
+    block_q6k copy[k / QK];
+    q6k_rows(unpaired(Q6_K_PAIRED, w, sizeof copy, copy), x, stride, rows, k, out);
 }
 
 static void q80_rows(const void *w, const uint8_t *x, size_t stride, int rows, int k, float *out) {
@@ -95,22 +115,20 @@ typedef struct {
     quant_fn quant;
 } kernel;
 
-/* AVX2 calls of at least this many rows take dot_avx2.c's paired layout (it says why) */
-#define PAIRED_ROWS 2
-
-static kernel pick(int type, int rows) {
+static kernel pick(int type) {
 #if defined(__x86_64__) || defined(_M_X64)
     int here = specd_kernel_level(-1);
-    quant_fn k_avx2 = (quant_fn)quantize_k_avx2;
+    quant_fn k_avx2 = (quant_fn)quantize_k_avx2, paired = (quant_fn)quantize_k_avx2_paired;
+    if (here >= AVX2 && type == Q4_K_PAIRED) return (kernel){q4k_rows_avx2_paired, paired};
+    if (here >= AVX2 && type == Q6_K_PAIRED) return (kernel){q6k_rows_avx2_paired, paired};
     if (here == AVX512 && (type == Q4_K || type == Q6_K))
         return (kernel){type == Q4_K ? q4k_rows_avx512 : q6k_rows_avx512, k_avx2};
     if (here == AVXVNNI && (type == Q4_K || type == Q6_K))
         return (kernel){type == Q4_K ? q4k_rows_avxvnni : q6k_rows_avxvnni, k_avx2};
     if (here >= AVX2) {
-        quant_fn paired = (quant_fn)quantize_k_avx2_paired;
         switch (type) {
-        case Q4_K: return rows >= PAIRED_ROWS ? (kernel){q4k_rows_avx2_paired, paired} : (kernel){q4k_rows_avx2, k_avx2};
-        case Q6_K: return rows >= PAIRED_ROWS ? (kernel){q6k_rows_avx2_paired, paired} : (kernel){q6k_rows_avx2, k_avx2};
+        case Q4_K: return (kernel){q4k_rows_avx2, k_avx2};
+        case Q6_K: return (kernel){q6k_rows_avx2, k_avx2};
         case Q8_0: return (kernel){q80_rows_avx2, (quant_fn)quantize_32_avx2};
         }
     }
@@ -118,18 +136,51 @@ static kernel pick(int type, int rows) {
     switch (type) {
     case Q4_K: return (kernel){q4k_rows, (quant_fn)quantize_k};
     case Q6_K: return (kernel){q6k_rows, (quant_fn)quantize_k};
+    case Q4_K_PAIRED: return (kernel){q4k_paired_rows, (quant_fn)quantize_k};
+    case Q6_K_PAIRED: return (kernel){q6k_paired_rows, (quant_fn)quantize_k};
     case Q8_0: return (kernel){q80_rows, (quant_fn)quantize_32};
     }
     return (kernel){NULL, NULL};
 }
 
+/* The type that `type`'s weights are best laid out as for the kernels in use: the paired layout
+ * where those are AVX2's (a K-quant's one multiply fewer per 64 weights; VNNI and AVX-512 fuse
+ * that multiply already), else `type` itself. */
+int specd_layout(int type) {
+    int here = specd_kernel_level(-1);
+    return here == AVX2 && (type == Q4_K || type == Q6_K) ? type + PAIRED : type;
+}
+
+/* `count` blocks of `from` in place as `to` (from == to, or to == specd_layout(from) of a
+ * K-quant, or back). Returns 0, or -1 for any other pair. */
+int specd_relayout(int from, int to, void *w, size_t count) {
+    int simd = specd_kernel_level(-1) >= AVX2;
+    if (from == to) return 0;
+    if (from == Q4_K && to == Q4_K_PAIRED) {
+#if defined(__x86_64__) || defined(_M_X64)
+        if (simd) return relayout_q4k_avx2(w, count), 0;
+#endif
+        return q4k_relayout(w, count, 1), 0;
+    }
+    if (from == Q6_K && to == Q6_K_PAIRED) {
+#if defined(__x86_64__) || defined(_M_X64)
+        if (simd) return relayout_q6k_avx2(w, count), 0;
+#endif
+        return q6k_relayout(w, count, 1), 0;
+    }
+    if (from == Q4_K_PAIRED && to == Q4_K) return q4k_relayout(w, count, 0), 0;
+    if (from == Q6_K_PAIRED && to == Q6_K) return q6k_relayout(w, count, 0), 0;
+    return -1;
+}
+
 /* bytes of activation blocks for one row of k values (the Python side sizes scratch with it) */
 int specd_act_bytes(int type, int k) {
+    type %= PAIRED;
     return type == Q8_0 ? k / QB * (int)sizeof(act_32) : k / QK * (int)sizeof(act_k);
 }
 
 static size_t row_bytes(int type, int k) {
-    switch (type) {
+    switch (type % PAIRED) {
     case Q4_K: return (size_t)(k / QK) * sizeof(block_q4k);
     case Q6_K: return (size_t)(k / QK) * sizeof(block_q6k);
     case Q8_0: return (size_t)(k / QB) * sizeof(block_q80);
@@ -172,7 +223,7 @@ static void matmul_part(void *arg, int start, int end) {
  * `scratch` holds m * specd_act_bytes(type, k) bytes. */
 int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch,
                  const float *bias) {
-    kernel use = pick(type, m);
+    kernel use = pick(type);
     if (use.dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
     dot_fn dot = use.dot;
     quant_fn quant = use.quant;
@@ -221,7 +272,9 @@ int specd_rows(int type, const void *w, int k, const int64_t *ids, int count, fl
     if (stride == 0 || k % (type == Q8_0 ? QB : QK) != 0) return -1;
     for (int r = 0; r < count; r++, out += k) {
         const void *row = (const uint8_t *)w + stride * (size_t)ids[r];
-        switch (type) {
+        uint8_t copy[type > PAIRED ? stride : 1];
+        if (type > PAIRED) row = unpaired(type, row, stride, copy);
+        switch (type % PAIRED) {
         case Q4_K: dequant_q4k(row, k, out); break;
         case Q6_K: dequant_q6k(row, k, out); break;
         case Q8_0: dequant_q80(row, k, out); break;

@@ -1,6 +1,7 @@
 """specd's CPU kernels: what they compute (against gguf's own dequantization), that a row's bits do
-not depend on the rows beside it or the thread count, and that the AVX2, AVX-VNNI and AVX-512 code
-compute the portable code's very bits."""
+not depend on the rows beside it or the thread count, that the AVX2, AVX-VNNI and AVX-512 code
+compute the portable code's very bits, and that the paired layout AVX2 reads holds the same
+weights."""
 
 from __future__ import annotations
 
@@ -101,20 +102,30 @@ def highest_at_or_below(level: str) -> str:
 FAST = [name for name in qkernel.LEVELS[1:] if runs_here(name)]
 
 
+FILE_TYPE = {qkernel.Q4_K_PAIRED: qkernel.Q4_K, qkernel.Q6_K_PAIRED: qkernel.Q6_K}
+PAIRED = [(qkernel.Q4_K_PAIRED, 1536), (qkernel.Q6_K_PAIRED, 1536)]
+
+
+def laid_out(kind: int, blocks: torch.Tensor) -> torch.Tensor:
+    """The file's `blocks` as `kind` holds them (a copy, paired where `kind` is)."""
+    return qkernel.relayout(FILE_TYPE[kind], blocks.clone(), kind) if kind in FILE_TYPE else blocks
+
+
 @pytest.mark.skipif(not FAST, reason="this CPU has no AVX2")
 @pytest.mark.parametrize("fast", FAST)
-@pytest.mark.parametrize("kind,k", KINDS + [(qkernel.Q4_K, 1536), (qkernel.Q6_K, 1536)])
+@pytest.mark.parametrize("kind,k", KINDS + [(qkernel.Q4_K, 1536), (qkernel.Q6_K, 1536)] + PAIRED)
 def test_each_simd_body_computes_the_portable_bits(fast, kind, k):
     """Every row count a kernel call takes (1..8 rows at once, then more), with activations large
-    enough that the integer sums and the float lanes carry real weight."""
-    blocks = random_blocks(kind, 33, k, seed=4)
+    enough that the integer sums and the float lanes carry real weight; paired blocks against the
+    portable code on the file's own."""
+    blocks = random_blocks(FILE_TYPE.get(kind, kind), 33, k, seed=4)
     x = torch.randn(max(ROWS), k, generator=torch.Generator().manual_seed(5)) * 3
     best = qkernel.level()
     try:
         assert qkernel.level(fast) == fast, "a level this CPU runs is the one forced"
-        got = [qkernel.matmul(kind, blocks, x[:m]) for m in ROWS]
+        got = [qkernel.matmul(kind, laid_out(kind, blocks), x[:m]) for m in ROWS]
         assert qkernel.level("portable") == "portable"
-        portable = [qkernel.matmul(kind, blocks, x[:m]) for m in ROWS]
+        portable = [qkernel.matmul(FILE_TYPE.get(kind, kind), blocks, x[:m]) for m in ROWS]
     finally:
         qkernel.level(best)
     for m, a, b in zip(ROWS, got, portable):
@@ -135,25 +146,68 @@ def extreme_blocks(kind: int, n: int, k: int) -> torch.Tensor:
 
 @pytest.mark.skipif(not FAST, reason="this CPU has no AVX2")
 @pytest.mark.parametrize("fast", FAST)
-@pytest.mark.parametrize("kind", [qkernel.Q4_K, qkernel.Q6_K])
+@pytest.mark.parametrize("kind", [qkernel.Q4_K, qkernel.Q6_K, qkernel.Q4_K_PAIRED, qkernel.Q6_K_PAIRED])
 def test_each_simd_body_holds_the_largest_sums(fast, kind):
     """Every activation at its int8 extreme (one sign per row, then mixed) against the largest
     weights: a 16-bit sum that overflowed in a fast body would change its bits."""
     k = 512
-    blocks = extreme_blocks(kind, 8, k)
+    blocks = extreme_blocks(FILE_TYPE.get(kind, kind), 8, k)
     signs = torch.tensor([1.0, -1.0]).repeat_interleave(k // 2)
     x = torch.stack([torch.full((k,), 5.0), torch.full((k,), -5.0), 5 * signs, -5 * signs])
     best = qkernel.level()
     try:
         qkernel.level(fast)
-        got = qkernel.matmul(kind, blocks, x)
+        got = qkernel.matmul(kind, laid_out(kind, blocks), x)
         qkernel.level("portable")
-        portable = qkernel.matmul(kind, blocks, x)
+        portable = qkernel.matmul(FILE_TYPE.get(kind, kind), blocks, x)
     finally:
         qkernel.level(best)
     assert torch.equal(got, portable), (got, portable)
-    expected = x.double() @ dequantized(kind, blocks).double().T
+    expected = x.double() @ dequantized(FILE_TYPE.get(kind, kind), blocks).double().T
     assert torch.allclose(portable.double(), expected, rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.parametrize("paired", [qkernel.Q4_K_PAIRED, qkernel.Q6_K_PAIRED])
+def test_the_paired_layout_holds_the_same_weights(paired):
+    """Laid out and back is the file's bytes; the paired bytes differ (the quants moved) but decode
+    to the same rows and products, and every kernel level lays them out alike (AVX2's vectors, the
+    portable code's loops)."""
+    kind = FILE_TYPE[paired]
+    blocks = random_blocks(kind, 6, 512, seed=11)
+    best = qkernel.level()
+    try:
+        by_level = {name: laid_out(paired, blocks) for name in ["portable", *FAST] if qkernel.level(name) == name}
+    finally:
+        qkernel.level(best)
+    pairs = list(by_level.values())
+    assert all(torch.equal(pairs[0], other) for other in pairs[1:]), "every level lays them out alike"
+    assert not torch.equal(pairs[0], blocks), "the quants moved"
+    assert torch.equal(qkernel.relayout(paired, pairs[0].clone(), kind), blocks), "and back: the file's bytes"
+    ids = torch.tensor([0, 3, 5])
+    assert torch.equal(qkernel.rows(paired, pairs[0], ids), qkernel.rows(kind, blocks, ids))
+    x = torch.randn(3, 512, generator=torch.Generator().manual_seed(12))
+    try:
+        qkernel.level("portable")  # which reads paired blocks by putting a copy back
+        assert torch.equal(qkernel.matmul(paired, pairs[0], x), qkernel.matmul(kind, blocks, x))
+    finally:
+        qkernel.level(best)
+    with pytest.raises(AssertionError, match="no layout from"):
+        qkernel.relayout(kind, blocks.clone(), qkernel.Q8_0)
+
+
+def test_the_layout_follows_the_kernels_in_use():
+    """AVX2's body reads K-quants paired; every other level (and Q8_0 everywhere) the file's own."""
+    best = qkernel.level()
+    try:
+        for name in qkernel.LEVELS:
+            if qkernel.level(name) != name:
+                continue
+            pairs = name == "avx2"
+            assert qkernel.layout(qkernel.Q4_K) == (qkernel.Q4_K_PAIRED if pairs else qkernel.Q4_K), name
+            assert qkernel.layout(qkernel.Q6_K) == (qkernel.Q6_K_PAIRED if pairs else qkernel.Q6_K), name
+            assert qkernel.layout(qkernel.Q8_0) == qkernel.Q8_0
+    finally:
+        qkernel.level(best)
 
 
 def test_the_best_level_follows_the_cpus_flags():

@@ -90,7 +90,10 @@ def test_the_history_of_a_text_does_not_change_its_completion(engine):
     prefix, suffix = text[:cut] + "        ", "".join(source[41:60])
     target = engine.target.model
     up = target.model.layers[0].mlp.up_proj
-    assert type(up).__name__ == "BlockLinear" and up.kind == 12, "the CPU default: the file's own Q4_K blocks"
+    from specd.decoding import qkernel
+
+    assert type(up).__name__ == "BlockLinear" and up.kind == qkernel.layout(qkernel.Q4_K), \
+        "the CPU default: the file's own Q4_K blocks, laid out as the kernels in use read them"
     assert hasattr(target, "specd_lean"), "run by the lean forward (decoding/lean.py)"
 
     def complete(document, prefix=prefix, cancelled=lambda: False, reuse=True):
