@@ -2,8 +2,10 @@
 
 One `Engine` holds the loaded models, the per-document caches and one drafter per mode, chosen
 per request by name; each request drafts through its own proposer (decoding/drafter.py). Between
-any two forward passes it checks the request's cancel callback; a cancelled call returns what it
-has, marked cancelled, and what it computed stays in the cache for the next call.
+any two forward passes it checks the request's cancel callback, and a decoding pass of the lean
+forward checks it between layers too (given up, it leaves the cache as before it); a cancelled
+call returns what it has, marked cancelled, and what it computed stays in the cache for the next
+call.
 
 Callers (the daemon, bench/, tests) use the methods below `complete` and the attributes `target`,
 `draft`, `settings` and `pad_id`; the caches and the drafters stay the engine's own.
@@ -25,7 +27,7 @@ from specd.decoding.drafter import Acceptance, Drafter, DraftJob, HybridDrafter,
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.layerskip import LayerSkipDrafter
-from specd.decoding.lean import shaped
+from specd.decoding.lean import PassStopped, shaped
 from specd.decoding.loaded import LoadedModel, check_pair
 from specd.decoding.lookup import LookupDrafter
 from specd.decoding.measure import measure_curve
@@ -230,8 +232,11 @@ class Engine:
             if job.cancelled():
                 return "cancelled"
             rows = context[len(context) - 1 - fold:] + proposal.tokens
-            logits = step(self.target.model, cache, rows, max(len(rows), self.low_width),
-                          self.pad_id, fold)  # [k + 1, V]
+            try:
+                logits = step(self.target.model, cache, rows, max(len(rows), self.low_width),
+                              self.pad_id, fold, stop=job.cancelled)  # [k + 1, V]
+            except PassStopped:  # cancelled mid-pass: the stale request gives way at once
+                return "cancelled"
             fold = 0
             accepted, token = self.accept(logits, proposal, job)
             cache.truncate(len(context) + accepted)      # the pending token and the accepted

@@ -19,14 +19,16 @@ from specd.decoding import graphs
 from specd.decoding.kvcache import KVCache
 
 
-def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor:
-    """Run `ids` after the cached tokens; return the logits of the last `keep` rows."""
+def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int,
+             stop: Callable[[], bool] | None = None) -> torch.Tensor:
+    """Run `ids` after the cached tokens; return the logits of the last `keep` rows. `stop`: the
+    lean forward gives up between layers where it says so (lean.PassStopped); others ignore it."""
     start = cache.positions()
     assert start == len(cache.tokens), f"cache holds {len(cache.tokens)} ids but {start} positions"
     if (captured := graphs.run_captured(model, cache, ids, keep)) is not None:  # CUDA graphs: decoding/graphs.py
         return captured
     if (lean := getattr(model, "specd_lean", None)) is not None:          # CPU block weights: decoding/lean.py
-        return lean(cache, ids, keep)
+        return lean(cache, ids, keep, stop)
     device = model.device
     out = model(
         input_ids=torch.tensor([ids], device=device),                        # [1, S]
@@ -60,16 +62,17 @@ def prefill(model: torch.nn.Module, cache: KVCache, ids: list[int], chunk: int,
 
 @torch.inference_mode()
 def step(model: torch.nn.Module, cache: KVCache, ids: list[int], width: int,
-         pad_id: int, prompt: int = 0) -> torch.Tensor:
+         pad_id: int, prompt: int = 0, stop: Callable[[], bool] | None = None) -> torch.Tensor:
     """One target pass of exactly `width` rows: `ids` (the last `prompt` tokens of the prompt not
     yet cached, where an edit is folded into this pass, then the pending token and any draft),
     then padding (the engine picks `width` from the widths that compute the same bits). The pads
     come after every real token, so causal attention hides them from the real rows; their cache
     positions are dropped at once. Returns the logits of the rows after the prompt's
-    [len(ids) - prompt, V]."""
+    [len(ids) - prompt, V]; raises lean.PassStopped, the cache as it was, where `stop` ends it
+    early."""
     assert prompt < len(ids) <= width, f"{len(ids)} tokens ({prompt} of the prompt) in a pass of width {width}"
     cache.check_room(width)
-    logits = _forward(model, cache, ids + [pad_id] * (width - len(ids)), keep=width - prompt)
+    logits = _forward(model, cache, ids + [pad_id] * (width - len(ids)), keep=width - prompt, stop=stop)
     cache.tokens.extend(ids)
     cache.truncate(len(cache.tokens))  # forget the pads' positions
     return logits[: len(ids) - prompt]

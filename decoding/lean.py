@@ -19,6 +19,8 @@ specd's threads; torch's SDPA, which ran single-threaded with a mask built per p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from specd.decoding import qkernel
@@ -27,6 +29,11 @@ from specd.decoding.blocks import BlockLinear
 from specd.decoding.kvcache import KVCache
 
 TYPES = ("qwen2", "llama")
+
+
+class PassStopped(Exception):
+    """A pass given up between two layers because its request was cancelled; the layers it ran
+    were put back, so the cache holds what it held before the pass."""
 
 
 def fits(model: torch.nn.Module) -> bool:
@@ -69,8 +76,12 @@ class Lean:
         self.own_attention = own_attention(model, self.head_dim)
 
     @torch.inference_mode()
-    def __call__(self, cache: KVCache, ids: list[int], keep: int) -> torch.Tensor:
-        """The logits [keep, V] of the last `keep` of `ids`, run after what `cache` holds."""
+    def __call__(self, cache: KVCache, ids: list[int], keep: int,
+                 stop: Callable[[], bool] | None = None) -> torch.Tensor:
+        """The logits [keep, V] of the last `keep` of `ids`, run after what `cache` holds. Where
+        `stop` says so between two layers, raises PassStopped: a keystroke that makes a request
+        stale then waits for one layer (~5 ms of the built-in target's pass at width 1 on 2 cores),
+        not for the rest of the pass (~60 ms on average)."""
         for key, hook in self.model._forward_pre_hooks.items():  # pass counters see this pass too
             hook(self.model, (), {}) if key in self.model._forward_pre_hooks_with_kwargs else hook(self.model, ())
         m = self.model.model
@@ -80,7 +91,11 @@ class Lean:
         rotary = self.rotary(positions)
         keys = keys_needed(start + len(ids), cache.capacity)                  # whole blocks: the same bits
         mask = None if self.own_attention else self.mask(positions, keys)
-        for index in self.layers:
+        for done, index in enumerate(self.layers):
+            if stop is not None and stop():
+                if done:
+                    cache.rewind(self.layers[:done], start)
+                raise PassStopped
             layer = m.layers[index]
             x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary,
                                    (start, mask, keys))

@@ -48,3 +48,23 @@ def test_cancelled_prefill_is_kept_for_the_next_call(tiny_target):
     second = engine.complete(request)
     assert second.outcome == "done"
     assert second.stats.reused_tokens == first.stats.prefilled_tokens
+
+
+def test_a_cancel_during_a_decoding_pass_stops_it_between_layers(tiny_target, tmp_path):
+    """The keystroke that makes a request stale need not wait out a pass: the lean forward (block
+    weights on the CPU) stops before its next layer, puts back the layers it ran, and the next call
+    computes what a fresh engine computes."""
+    request = CompletionRequest(prefix="def f(x):\n    return", drafter="none", max_tokens=8,
+                                stop_at_suffix=False, document="doc")  # short: its first pass decodes
+    fresh = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf").complete(request)
+    engine = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf")
+    assert hasattr(engine.target.model, "specd_lean")
+    layers = engine.target.model.model.layers
+    ran = {"first": 0, "last": 0}
+    layers[0].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("first", ran["first"] + 1))
+    layers[-1].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("last", ran["last"] + 1))
+    stopped = engine.complete(request, lambda: ran["first"] > 0)
+    assert stopped.outcome == "cancelled" and stopped.tokens == []
+    assert ran == {"first": 1, "last": 0}, "the pass stopped after its first layer"
+    again = engine.complete(request)
+    assert again.outcome == "done" and again.tokens == fresh.tokens and again.tokens
