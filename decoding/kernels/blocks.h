@@ -108,6 +108,9 @@ void quantize_k_avx2(const float *x, act_k *out, int k);
 void quantize_k_avx2_paired(const float *x, act_k *out, int k);  /* the layout the _paired kernels read */
 /* K-quant weights into the paired layout (to_paired) or back (layout.c; the AVX2 versions pair only) */
 void q4k_relayout(block_q4k *w, size_t count, int to_paired);
+/* a block's 256 quants (0..15, 0..63) in value order, as the file lays them out (layout.c) */
+void q4k_values(const block_q4k *w, uint8_t v[QK]);
+void q6k_values(const block_q6k *w, uint8_t v[QK]);
 void q6k_relayout(block_q6k *w, size_t count, int to_paired);
 void relayout_q4k_avx2(block_q4k *w, size_t count);
 void relayout_q6k_avx2(block_q6k *w, size_t count);

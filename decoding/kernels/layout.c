@@ -31,7 +31,7 @@ static void permute(uint8_t v[QK], int to_paired) {
     }
 }
 
-static void q4k_values(const block_q4k *w, uint8_t v[QK]) {
+void q4k_values(const block_q4k *w, uint8_t v[QK]) {
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) v[64 * c + l] = w->qs[32 * c + l] & 15, v[64 * c + 32 + l] = w->qs[32 * c + l] >> 4;
 }
@@ -43,7 +43,7 @@ static void q4k_store(block_q4k *w, const uint8_t v[QK]) {
 
 /* Q6_K value i: half i / 128; quarter (i % 128) / 32 takes ql's low or high nibbles and qh's bits
  * 2 * quarter, 2 * quarter + 1 (as dot.c's dequantization reads them) */
-static void q6k_values(const block_q6k *w, uint8_t v[QK]) {
+void q6k_values(const block_q6k *w, uint8_t v[QK]) {
     for (int i = 0; i < QK; i++) {
         int half = i / 128, quarter = (i % 128) / 32, l = i % 32;
         int low = w->ql[64 * half + 32 * (quarter & 1) + l];

@@ -235,27 +235,24 @@ int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, f
 }
 
 static void dequant_q4k(const block_q4k *w, int k, float *out) {
+    uint8_t q[QK];
     for (int b = 0; b < k / QK; b++, w++) {
         float d = fp16_to_float(w->d), dmin = fp16_to_float(w->dmin);
+        q4k_values(w, q);
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
             q4k_scale_min(w->scales, j, &sc, &m);
-            const uint8_t *qs = w->qs + 32 * (j / 2);
-            for (int i = 0; i < 32; i++) *out++ = d * sc * ((j & 1) ? qs[i] >> 4 : qs[i] & 15) - dmin * m;
+            for (int i = 0; i < 32; i++) *out++ = d * sc * q[32 * j + i] - dmin * m;
         }
     }
 }
 
 static void dequant_q6k(const block_q6k *w, int k, float *out) {
+    uint8_t q[QK];
     for (int b = 0; b < k / QK; b++, w++) {
         float d = fp16_to_float(w->d);
-        for (int i = 0; i < QK; i++) {
-            int half = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
-            int low = w->ql[64 * half + 32 * (quarter & 1) + l];
-            low = quarter < 2 ? low & 15 : low >> 4;
-            int q = low | (((w->qh[32 * half + l] >> (2 * quarter)) & 3) << 4);
-            *out++ = d * w->scales[i / 16] * (q - 32);
-        }
+        q6k_values(w, q);
+        for (int i = 0; i < QK; i++) *out++ = d * w->scales[i / 16] * (q[i] - 32);
     }
 }
 
