@@ -7,8 +7,8 @@ and the embedding get their blocks: the GGUF file's own, kept at conversion (mod
 and Q8_0 for any layer the file has in another type or where no file stands behind the folder
 (those are quantized once, from the converted weights, and cached like models/quantize.py's). The
 rest (norms, biases) is read from the folder's safetensors in float32, in which the whole model
-then computes between the matmuls. Each K-quant tensor is laid out as the kernels in use read it
-fastest (qkernel.layout: the AVX2 body's paired layout), once, in place, as it is loaded.
+then computes between the matmuls. Each K-quant tensor is held as the kernels in use read it
+fastest (qkernel.layout: the AVX2 body's paired layout), laid out once and kept (models/laidout.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import torch
 
 from specd.decoding.blocks import BlockEmbedding, BlockLinear, q8_0
 from specd.decoding.qkernel import Q8_0
-from specd.models.groups import read_blocks
+from specd.models.groups import GROUPS, read_blocks
+from specd.models.laidout import laid_out
 from specd.models.quantize import read_cached, write_cached
 
 log = logging.getLogger("specd.models")
@@ -66,22 +67,12 @@ def _blocks(model, kept: dict, dense: _Dense, folder: Path, cache_dir: Path, say
     own = [n for n in names if not (tied and n == "lm_head")]
     missing = [n for n in own if n not in kept]
     made = _q8_layers(missing, dense, folder, cache_dir, say) if missing else {}
-    chosen = {n: _laid_out(*kept[n]) if n in kept else (Q8_0, made[n]) for n in own}
+    kept = laid_out({n: kept[n] for n in own if n in kept}, folder / GROUPS, cache_dir, say)
+    chosen = {n: kept[n] if n in kept else (Q8_0, made[n]) for n in own}
     if tied:
         chosen["lm_head"] = chosen["model.embed_tokens"]
     for name, (kind, raw) in chosen.items():
         yield name, kind, raw
-
-
-def _laid_out(kind: int, raw: torch.Tensor) -> tuple[int, torch.Tensor]:
-    """The file's blocks in the layout the kernels in use read fastest: the same weights, the same
-    bits from every matmul. In place: `raw` maps the file privately, so each 4 KB page is copied at
-    its first write (about 0.9 s for the built-in target on 2 cores, where a copy first costs as
-    much and holds the file's pages and the copy at once)."""
-    from specd.decoding import qkernel
-
-    best = qkernel.layout(kind)
-    return best, qkernel.relayout(kind, raw.contiguous(), best) if best != kind else raw
 
 
 def _q8_layers(names: list[str], dense: _Dense, folder: Path, cache_dir: Path, say) -> dict[str, torch.Tensor]:

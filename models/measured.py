@@ -25,7 +25,7 @@ def machine() -> dict:
     from specd.models.cpu import cpu_flags
 
     return {"cpu": cpu_flags(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "kernels": _library_hash()}
+            "kernels": library_hash()}
 
 
 def model_stamp(folder: Path, weights: str) -> list:
@@ -64,7 +64,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(partial, path)
 
 
-def _library_hash() -> str:
+@cache
+def library_hash() -> str:
+    """specd's kernel library, by its bytes: what its passes compute and how it lays blocks out."""
     from specd.decoding import qkernel
 
     try:
