@@ -22,7 +22,7 @@ from typing import NamedTuple
 import msgspec
 
 from specd.daemon import protocol
-from specd.daemon.client import Client
+from specd.daemon.client import Client, DaemonError
 from specd.daemon.config import Config, render
 from specd.daemon.paths import Paths, private_dir, private_file, rotate, write_private
 from specd.daemon.process import StartupNote, lock_holder
@@ -181,6 +181,10 @@ async def _ask_to_stop(config: Config) -> tuple[int | None, int]:
         client = await Client.connect(config, timeout=PROBE_TIMEOUT_S)
     except (ConnectionError, TimeoutError):
         return None, 0
+    except DaemonError as error:
+        if error.code != "version":
+            raise
+        return None, 0   # a daemon of another specd (an upgrade): signalled, as one not answering
     reply = await client.shutdown()
     await client.close()
     return client.welcome.pid, reply.cancelled

@@ -194,3 +194,24 @@ async def test_the_default_drafter_loads_no_draft_model_and_says_so(tmp_path, ti
         assert status.draft == "none (models.draft auto: completion.drafter lookup needs none)"
     finally:
         home.specd("stop")
+
+
+async def test_stop_ends_a_daemon_of_another_protocol_version(fresh_home, monkeypatch):
+    """After an upgrade the running daemon is the old specd's: `specd stop` cannot ask it in the
+    new protocol, and signals it instead, as `specd status` tells the user to run it."""
+    from specd.daemon import protocol
+    from specd.daemon.lifecycle import stop_daemon
+
+    home = fresh_home
+    assert home.specd("start").returncode == 0
+    pid = lock_holder(home.paths().pid)
+    monkeypatch.setattr(protocol, "VERSION", protocol.VERSION + 1)   # this process is the newer specd
+    with pytest.raises(DaemonError, match="protocol version"):
+        await Client.connect(home.config())
+    stopped = await stop_daemon(home.config())
+    assert stopped.pid == pid and lock_holder(home.paths().pid) is None
+    for _ in range(200):   # it has let go of its pid file; the process ends a moment later
+        if not daemon_processes(home):
+            break
+        await asyncio.sleep(0.05)
+    assert daemon_processes(home) == []
