@@ -26,8 +26,9 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.registry import DrafterName
 from specd.decoding.stats import Stats
 
-VERSION = 6                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
-                                      # 4: Status.curve; 5: Feedback, Status.uptake; 6: Feedback.request
+VERSION = 7                           # 2: a reply carries the engine's Stats whole; 3: prefetch, kept answers;
+                                      # 4: Status.curve; 5: Feedback, Status.uptake; 6: Feedback.request;
+                                      # 7: Feedback "dismissed" and `how`
 HEADER = struct.Struct(">I")          # the length of the JSON body that follows
 DISCARD_CHUNK = 1 << 16               # an oversized body is read and dropped in pieces this big
 
@@ -112,15 +113,18 @@ class Feedback(Message, tag="feedback"):
     """What the user did with a suggestion an editor showed, as the language server saw it (a
     notice: no reply). "shown": sent to the editor, `chars` long; "partial": `chars` more of it
     taken (a word, a line); "accepted": taken whole, `chars` the characters not already counted by
-    its parts; `first`: nothing of that suggestion was taken before. `language`: the document's
+    its parts; "dismissed": left with `chars` of it not taken, `how` says whether the user typed
+    something else ("typed over") or the editor hid it on request ("escaped"); `first`: nothing of
+    that suggestion was taken before. `language`: the document's
     languageId ("" where the editor gave none). `request`: the id of the Complete, on this
     connection, whose answer the suggestion shows (None where it came from elsewhere): the trace
     joins the two, so `specd trace` says which requests' answers were taken."""
-    event: Literal["shown", "partial", "accepted"]
+    event: Literal["shown", "partial", "accepted", "dismissed"]
     chars: Chars
     first: bool = True
     language: Language = ""
     request: Id | None = None
+    how: Literal["", "typed over", "escaped"] = ""
 
 
 class GetStatus(Message, tag="get_status"):
@@ -164,6 +168,8 @@ class Uptake(msgspec.Struct, frozen=True):
     taken: int = 0                    # of which anything was taken, whole or in part
     chars_shown: int = 0
     chars_taken: int = 0              # of whole and partial accepts
+    dismissed: int = 0                # left without being taken whole: typed over or escaped
+    escaped: int = 0                  # of which the editor hid it on request (Escape)
 
     def counted(self, event: Feedback) -> Uptake:
         """These totals with `event` added."""
@@ -177,6 +183,9 @@ class Uptake(msgspec.Struct, frozen=True):
             case "accepted":
                 return msgspec.structs.replace(self, accepted=self.accepted + 1, taken=self.taken + event.first,
                                                chars_taken=self.chars_taken + n)
+            case "dismissed":
+                return msgspec.structs.replace(self, dismissed=self.dismissed + 1,
+                                               escaped=self.escaped + (event.how == "escaped"))
 
     def __add__(self, other: Uptake) -> Uptake:
         return Uptake(*(a + b for a, b in zip(msgspec.structs.astuple(self), msgspec.structs.astuple(other))))
@@ -190,7 +199,8 @@ class Uptake(msgspec.Struct, frozen=True):
             return "none shown"
         chars = f"{self.chars_taken / self.chars_shown:.0%}" if self.chars_shown else "-"
         return (f"{self.shown} shown, {self.taken} taken ({self.rate()}): {self.accepted} whole, "
-                f"{self.partial} in part; {self.chars_taken} of {self.chars_shown} characters ({chars})")
+                f"{self.partial} in part; {self.chars_taken} of {self.chars_shown} characters ({chars})"
+                + (f"; {self.dismissed} dismissed ({self.escaped} escaped)" if self.dismissed else ""))
 
 
 class Status(Message, tag="status"):

@@ -175,7 +175,7 @@ class Server:
         self.metrics.feedback(report)
         if self.tracer is not None:
             self.tracer.write(UptakeRecord(time.time(), conn.number, report.request, report.event, report.chars,
-                                           report.first, report.language))
+                                           report.first, report.language, report.how))
 
     def refuse(self, conn: Connection, error: Error) -> None:
         log.info("connection %d: %s: %s", conn.number, error.code, error.message)

@@ -90,7 +90,9 @@ def segments(r: TraceRecord) -> list[tuple[str, float, str]]:
 def took_label(story: Taken | None) -> str:
     if story is None:
         return ""
-    return f" · took {story.chars_taken} of {story.chars_shown}" if story.chars_taken else " · shown, not taken"
+    left = f", then {story.dismissed}" if story.dismissed else ""
+    return (f" · took {story.chars_taken} of {story.chars_shown}{left}" if story.chars_taken
+            else f" · shown, not taken{left}")
 
 
 def waterfall(records: list[TraceRecord], stories: dict[int, Taken] | None = None) -> str:

@@ -25,6 +25,7 @@ class Taken:
     shown: int = 0          # times an editor showed it (or what was left of it after typing)
     chars_shown: int = 0    # characters, the first time
     chars_taken: int = 0    # whole and in part
+    dismissed: str = ""     # how the last of it was left, where it was: "typed over" or "escaped"
 
 
 def taken(records: list[TraceRecord], uptake: list[UptakeRecord]) -> dict[int, Taken]:
@@ -46,13 +47,16 @@ def taken(records: list[TraceRecord], uptake: list[UptakeRecord]) -> dict[int, T
         if report.event == "shown":
             story.chars_shown = story.chars_shown or report.chars
             story.shown += 1
+        elif report.event == "dismissed":
+            story.dismissed = report.how
         else:
             story.chars_taken += report.chars
     return joined
 
 
 def uptake_totals(uptake: list[UptakeRecord]) -> Uptake:
-    return reduce(lambda totals, u: totals.counted(Feedback(u.event, u.chars, u.first, u.language)), uptake, Uptake())
+    return reduce(lambda totals, u: totals.counted(Feedback(u.event, u.chars, u.first, u.language, how=u.how)),
+                  uptake, Uptake())
 
 
 def uptake_table(records: list[TraceRecord], uptake: list[UptakeRecord], last: int = 10) -> list[str]:

@@ -75,10 +75,11 @@ class UptakeRecord(msgspec.Struct, frozen=True, tag="uptake", tag_field="kind"):
     at: float                             # unix time
     client: int                           # the connection, as TraceRecord.client
     request: int | None                   # the request whose answer was shown, on that connection
-    event: Literal["shown", "partial", "accepted"]
+    event: Literal["shown", "partial", "accepted", "dismissed"]
     chars: int
     first: bool
     language: str
+    how: str = ""                         # of a dismissed one: "typed over" or "escaped"
 
 
 class TraceWriter:

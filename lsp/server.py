@@ -26,7 +26,7 @@ from specd.lsp.jsonrpc import AnsweringProtocol
 from specd.lsp.postprocess import Suggestion
 from specd.lsp.suggest import DaemonUnavailable, Suggester
 from specd.lsp.trigger import Decision, TriggerOptionsError, decide, language_on, with_options
-from specd.lsp.uptake import ACCEPT, PARTIAL, Uptake, UptakeError, partial_params
+from specd.lsp.uptake import ACCEPT, DISMISS, PARTIAL, Uptake, UptakeError, item_id, partial_params
 
 VERSION = "0.1.0"
 # A source file's characters per token, on the low side (code runs 3 to 4 with these tokenizers):
@@ -105,6 +105,7 @@ class SpecdServer(LanguageServer):
         asked by hand); a daemon that cannot serve is RequestFailed. A suggestion shown has its
         accept branch prefetched."""
         cursor, around = self.cursor(uri, position), self.surroundings(uri)
+        self.took(lambda: self.uptake.moved(uri, cursor))   # the one shown here before: typed over?
         decision = decide(self.trigger, invoked, around.language, cursor.line_rest)
         self.say_why_not(decision, invoked)
         try:
@@ -155,16 +156,17 @@ class SpecdServer(LanguageServer):
         character = (0 if above else cursor.character) + document.position_codec.client_num_units(last)
         return cursor_at(after, types.Position(cursor.line + len(above), character), self.config.lsp.multiline)
 
-    def shown(self, suggestion: Suggestion, uri: str) -> types.Command:
+    def shown(self, suggestion: Suggestion, uri: str, cursor: Cursor) -> types.Command:
         """The command an editor runs when the user takes `suggestion` whole: it names its id."""
         language = self.workspace.get_text_document(uri).language_id or ""
-        key, event = self.uptake.shown(suggestion.text, language, suggestion.request)
+        key, event = self.uptake.shown(suggestion.text, language, suggestion.request, uri, cursor)
         self.suggester.report(event)
         return types.Command(title="specd: suggestion taken", command=ACCEPT, arguments=[key])
 
     def took(self, report: Callable[[], Feedback | None]) -> None:
-        """An editor's report that the user took (part of) a suggestion, read by `report`; one
-        naming none this server sent, or malformed, is the client's mistake: logged, nothing counted."""
+        """What the user did with a suggestion, read by `report` (from an editor's report or the
+        server's own view); one naming none this server sent, or malformed, is the client's
+        mistake: logged, nothing counted."""
         try:
             event = report()
         except UptakeError as error:
@@ -249,7 +251,7 @@ async def inline_completion(ls: SpecdServer, params: types.InlineCompletionParam
     if suggestion is None:
         return types.InlineCompletionList(items=[])
     item = types.InlineCompletionItem(insert_text=suggestion.text, range=ls.reply_range(cursor, suggestion, uri),
-                                      command=ls.shown(suggestion, uri))
+                                      command=ls.shown(suggestion, uri, cursor))
     return types.InlineCompletionList(items=[item])
 
 
@@ -267,7 +269,7 @@ async def completion(ls: SpecdServer, params: types.CompletionParams) -> types.C
         kind=types.CompletionItemKind.Text, detail="specd", sort_text="0",
         insert_text_format=types.InsertTextFormat.PlainText,
         text_edit=types.TextEdit(ls.reply_range(cursor, suggestion, uri), suggestion.text),
-        command=ls.shown(suggestion, uri))
+        command=ls.shown(suggestion, uri, cursor))
     return types.CompletionList(is_incomplete=True, items=[item])
 
 
@@ -282,6 +284,12 @@ def accept_command(ls: SpecdServer, *arguments) -> None:
 def did_partially_accept(ls: SpecdServer, params) -> None:
     """Copilot's notification for a word or a line of a suggestion taken (lsp/uptake.py)."""
     ls.took(lambda: ls.uptake.partially(*partial_params(params)))
+
+
+@server.feature(DISMISS)
+def did_dismiss(ls: SpecdServer, params) -> None:
+    """specd's editor clients: the user hid the suggestion on screen (Escape)."""
+    ls.took(lambda: ls.uptake.dismissed(item_id(params, DISMISS), "escaped"))
 
 
 def serve(config: Config, launch: Launcher, tcp: tuple[str, int] | None = None) -> None:

@@ -84,8 +84,9 @@ def request(id: int, client: int, at: float, ms: float = 100.0) -> TraceRecord:
                        other_ms=0.0, reply_ms=0.0, total_ms=ms, passes=1, passes_after_cancel=None, stats=Stats())
 
 
-def report(at: float, client: int, req: int | None, event: str, chars: int, first: bool = True) -> UptakeRecord:
-    return UptakeRecord(at, client, req, event, chars, first, "python")
+def report(at: float, client: int, req: int | None, event: str, chars: int, first: bool = True,
+           how: str = "") -> UptakeRecord:
+    return UptakeRecord(at, client, req, event, chars, first, "python", how)
 
 
 def test_uptake_reports_join_the_newest_request_of_their_connection_and_id():
@@ -95,13 +96,16 @@ def test_uptake_reports_join_the_newest_request_of_their_connection_and_id():
     uptake = [report(10.5, 1, 7, "shown", 20), report(10.6, 1, 7, "partial", 5),
               report(10.7, 1, 7, "accepted", 15, False),
               report(11.5, 1, 8, "shown", 9), report(12.0, 2, 8, "shown", 4),   # another connection's 8: none here
+              report(11.8, 1, 8, "dismissed", 9, how="typed over"),
               report(50.5, 1, 7, "shown", 12), report(51.0, 1, None, "shown", 3)]
-    assert taken(records, uptake) == {0: Taken(1, 20, 20), 1: Taken(1, 9, 0), 2: Taken(1, 12, 0)}
+    assert taken(records, uptake) == {0: Taken(1, 20, 20), 1: Taken(1, 9, 0, "typed over"), 2: Taken(1, 12, 0)}
     text = summary(records, uptake)
-    assert "suggestions: 5 shown, 1 taken (20%): 1 whole, 1 in part; 20 of 48 characters (42%)" in text
+    assert ("suggestions: 5 shown, 1 taken (20%): 1 whole, 1 in part; 20 of 48 characters (42%); "
+            "1 dismissed (0 escaped)") in text
     assert "answers shown: 3 requests; time to result p50 of those taken 300.0 ms, of the rest 95.0 ms" in text
     page = render_page(records, "t", uptake=uptake)
     assert "took 20 of 20" in page and page.count("shown, not taken") == 2
+    assert page.count("shown, not taken, then typed over") == 1
     assert page.count("<svg") == 3, "histogram, waterfall, uptake over time"
 
 

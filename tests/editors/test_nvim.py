@@ -21,7 +21,9 @@ SCRIPT = Path(__file__).with_name("nvim") / "type_and_accept.lua"
 SPECD = Path(sys.executable).with_name("specd")
 KEY = "<Tab>"
 WORD_KEY = "<M-Right>"
+LINE_KEY = "<M-C-Right>"
 TYPED = "    return [fib"
+NEXT_TYPED = "    return sum("   # on a new function, `def fib_sum(n):`, below the accepted line
 SOURCE = '''def fibonacci(n):
     """Return the n-th Fibonacci number."""
     a, b = 0, 1
@@ -69,6 +71,8 @@ def played(tmp_path_factory):
         "SPECD_NVIM_RESULT": str(out),
         "SPECD_NVIM_KEY": KEY,
         "SPECD_NVIM_WORD_KEY": WORD_KEY,
+        "SPECD_NVIM_LINE_KEY": LINE_KEY,
+        "SPECD_NVIM_NEXT_TYPE": NEXT_TYPED,
         "SPECD_NVIM_TYPE": TYPED,
         "SPECD_NVIM_WAIT_MS": str(GHOST_WAIT_S * 1000),
     }
@@ -157,15 +161,35 @@ def test_the_word_key_takes_the_next_word_and_the_rest_stays_shown(played):
 
 def test_the_suggestion_taken_is_counted_in_specd_status(played):
     """Neovim runs the item's command once Tab put the text in (vim.lsp.inline_completion), and
-    the word key sends Copilot's didPartiallyAcceptCompletion: the language server tells the
-    daemon, which counts one suggestion taken in part and one (the rest) taken whole."""
+    the word and line keys send Copilot's didPartiallyAcceptCompletion (or the command, for all
+    of it): the language server tells the daemon, which counts each."""
     taken = next(line for line in played["status"].splitlines() if "since start" in line)
-    counts = re.search(r"(\d+) shown, 2 taken \(\d+%\): 1 whole, 1 in part; (\d+) of \d+ characters", taken)
+    counts = re.search(r"(\d+) shown, 3 taken \(\d+%\): (\d) whole, (\d) in part; (\d+) of \d+ characters", taken)
     assert counts, played["status"]
-    shown, taken_chars = counts.groups()
+    shown, whole_, part, taken_chars = map(int, counts.groups())
+    # Tab took one whole; the word key took one in part; the line key took the first line of a
+    # third, in part or (a one-line suggestion) whole
+    assert (whole_, part) in ((2, 1), (1, 2)), taken
     word = next_word(whole(played["ghost"]))
-    assert int(shown) >= 2 and int(taken_chars) >= len(word) + len(whole(played["rest"])), taken
-    assert "by language: python 2/" in played["status"], played["status"]
+    line = whole(played["line_ghost"]).split("\n", 1)[0]
+    assert shown >= 4 and taken_chars >= len(word) + len(whole(played["rest"])) + len(line), taken
+    assert "by language: python 3/" in played["status"], played["status"]
+
+
+def test_the_line_key_takes_the_ghost_texts_first_line(played):
+    line = whole(played["line_ghost"]).split("\n", 1)[0]
+    taken = played["line_taken"]
+    assert taken["lines"][-1] == NEXT_TYPED + line and taken["mode"] == "i", (taken, played["line_ghost"])
+    assert taken["cursor"] == [len(taken["lines"]), len(taken["lines"][-1].encode())]
+
+
+def test_leaving_insert_mode_with_ghost_text_dismisses_it(played):
+    """Escape hides the ghost text and tells specd (specd/didDismissCompletion): `specd status`
+    counts it as dismissed, escaped."""
+    assert played["ghosts_after_escape"] == 0 and played["escaped_mode"] == "n"
+    taken = next(line for line in played["status"].splitlines() if "since start" in line)
+    dismissed = re.search(r"; (\d+) dismissed \((\d+) escaped\)", taken)
+    assert dismissed and int(dismissed.group(2)) >= 1, played["status"]
 
 
 def test_the_statusline_shows_the_last_suggestions_round_trip(played):

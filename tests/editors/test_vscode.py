@@ -39,6 +39,7 @@ def variance(values):
     m = mean(values)
 '''
 TYPED = "    return sum"
+TYPED_NEXT = "\n\ndef spread(values):\nreturn max("   # VS Code indents after the colon itself
 GHOST_WAIT_S = 300  # the daemon starts on the first request; a CPU completion takes seconds
 DRIVER_TIMEOUT_S = GHOST_WAIT_S + 300
 
@@ -133,6 +134,14 @@ def test_the_package_declares_the_partial_accept_commands(vsix):
     assert "textDocument/didPartiallyAcceptCompletion" in bundle and "editor.action.inlineSuggest.acceptNext" in bundle
 
 
+def test_the_package_binds_escape_to_dismiss_while_a_suggestion_shows(vsix):
+    manifest = json.loads(vsix_files(vsix)["extension/package.json"])
+    bindings = {k["command"]: k for k in manifest["contributes"]["keybindings"]}
+    assert bindings["specd.dismiss"]["key"] == "escape" and "inlineSuggestionVisible" in bindings["specd.dismiss"]["when"]
+    bundle = vsix_files(vsix)["extension/" + manifest["main"].removeprefix("./")].decode()
+    assert "specd/didDismissCompletion" in bundle and "editor.action.inlineSuggest.hide" in bundle
+
+
 def test_the_package_activates_for_its_languages(vsix):
     manifest = json.loads(vsix_files(vsix)["extension/package.json"])
     events = manifest["activationEvents"]
@@ -222,7 +231,7 @@ def stop_code_server(server: subprocess.Popen) -> None:
 def drive(url: str, source: Path, home: Path, env: dict[str, str]) -> str:
     """Run the browser script; its output, whose last JSON line is the result."""
     options = {"url": url, "chromium": shutil.which("chromium"), "path": str(source),
-               "userDataDir": str(home / "chromium"), "typed": TYPED,
+               "userDataDir": str(home / "chromium"), "typed": TYPED, "typedNext": TYPED_NEXT,
                "ghostWaitMs": GHOST_WAIT_S * 1000, "screenshot": str(home / "failure.png")}
     try:
         run = subprocess.run(["node", str(DRIVER), json.dumps(options)],
@@ -316,3 +325,13 @@ def test_the_suggestion_taken_is_counted_in_specd_status(played):
     suggestion or of the rest the server answered after the word."""
     taken = next(line for line in played["status"].splitlines() if "since start" in line)
     assert re.search(r" [12] taken \(\d+%\): 1 whole, 1 in part", taken), played["status"]
+
+
+@pytest.mark.real
+def test_escape_dismisses_the_suggestion_and_specd_status_counts_it(played):
+    """Escape while ghost text shows is specd's "dismiss": VS Code's own hide, and
+    specd/didDismissCompletion for the suggestion, counted as escaped."""
+    assert played["escaped"], played
+    taken = next(line for line in played["status"].splitlines() if "since start" in line)
+    dismissed = re.search(r"; (\d+) dismissed \((\d+) escaped\)", taken)
+    assert dismissed and int(dismissed.group(2)) >= 1, played["status"]

@@ -14,7 +14,8 @@ from specd.daemon.config import load_config
 from specd.daemon.metrics import Metrics
 from specd.daemon.protocol import Feedback, decode_request, pack
 from specd.daemon.protocol import Uptake as Totals
-from specd.lsp.uptake import ACCEPT, KEEP, PARTIAL, Uptake, UptakeError, partial_params
+from specd.lsp.context import Cursor
+from specd.lsp.uptake import ACCEPT, DISMISS, KEEP, PARTIAL, Uptake, UptakeError, item_id, partial_params
 from tests.lsp.conftest import inline, type_text
 
 
@@ -76,6 +77,45 @@ def test_status_counts_by_language_and_over_the_last_hour():
         metrics.feedback(Feedback("shown", 1, language=f"lang{n}"), now=3700.0)
     assert len(metrics.by_language) == 65 and metrics.by_language["other"].shown == 100 - 61
     assert metrics.uptake().shown == 103, "nothing lost to the cap"
+
+
+def at(prefix: str, suffix: str = "\n") -> Cursor:
+    return Cursor(prefix, suffix, prefix.count("\n"), len(prefix.rsplit("\n", 1)[-1]), "", True)
+
+
+def test_a_suggestion_typed_over_or_escaped_is_dismissed_once_with_what_was_left():
+    uptake = Uptake()
+    doc, other = "file:///a.py", "file:///b.py"
+    a, shown_a = uptake.shown("return value", "python", 7, doc, at("def f():\n    "))
+    assert uptake.moved(doc, at("def f():\n    ")) is None, "asked again where it was shown"
+    assert uptake.moved(doc, at("def f():\n    ret")) is None, "typing its start continues it"
+    assert uptake.moved(other, at("x")) is None, "another document's request leaves it alone"
+    assert uptake.partially(a, 7) is not None
+    assert uptake.moved(doc, at("def f():\n    return value")) is None, "typed to its end: continued"
+    typed_over = uptake.moved(doc, at("def f():\n    return None"))
+    assert typed_over == Feedback("dismissed", 5, False, "python", 7, "typed over"), "the 5 not taken"
+    assert uptake.moved(doc, at("def f():\n    return Nonesense")) is None, "once"
+    assert uptake.dismissed(a, "escaped") is None and uptake.accepted(a) is not None
+
+    b, shown_b = uptake.shown("pass", "python", 8, doc, at("if x:\n    "))
+    escaped = uptake.dismissed(b, "escaped")
+    assert escaped == Feedback("dismissed", 4, True, "python", 8, "escaped")
+    assert uptake.moved(doc, at("elsewhere")) is None, "escaped, it is settled: not typed over too"
+    c, shown_c = uptake.shown("x + 1", "python", 9, doc, at("y = "))
+    assert uptake.accepted(c) is not None
+    assert uptake.dismissed(c, "escaped") is None and uptake.moved(doc, at("z")) is None, "taken whole: never left"
+    totals = summed([shown_a, shown_b, shown_c, typed_over, escaped])
+    assert (totals.dismissed, totals.escaped) == (2, 1)
+    assert totals.summary().endswith("; 2 dismissed (1 escaped)")
+    assert decode_request(pack(escaped)[4:]) == escaped, "and it travels the wire"
+
+
+def test_a_dismissal_names_its_item_as_a_partial_accept_does():
+    item = {"insertText": "abc", "command": {"title": "t", "command": ACCEPT, "arguments": ["s4"]}}
+    assert item_id({"item": item}, DISMISS) == "s4"
+    for bad in ({"item": {"insertText": "abc"}}, None, {"item": {"command": {"arguments": []}}}):
+        with pytest.raises(UptakeError, match=DISMISS):
+            item_id(bad, DISMISS)
 
 
 def test_reports_that_name_no_suggestion_or_no_length_are_refused():

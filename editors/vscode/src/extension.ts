@@ -18,7 +18,9 @@
 // when only a word or a line of a suggestion is taken, so `specd: Accept next word` (Ctrl+Right
 // while a suggestion shows, where VS Code binds its own) and `specd: Accept next line` run VS
 // Code's own commands, count what they inserted, and send Copilot's
-// textDocument/didPartiallyAcceptCompletion for the suggestion on screen.
+// textDocument/didPartiallyAcceptCompletion for the suggestion on screen. Escape while a
+// suggestion shows runs `specd: Dismiss the suggestion`, which hides it as VS Code's own Escape
+// does and tells the server (`specd/didDismissCompletion`).
 //
 // A status-bar item says whether specd is starting, up (with the last suggestion's round trip),
 // down or failing; clicking it opens specd's trace page (`specd trace --html`) beside the
@@ -40,6 +42,7 @@ const SECTION = 'specd';
 const DID_FOCUS = 'specd/didFocus';
 const ACCEPT = 'specd.didAccept'; // the command on each of the server's items; its argument the id
 const PARTIAL = 'textDocument/didPartiallyAcceptCompletion';
+const DISMISS = 'specd/didDismissCompletion';
 const EDIT_WAIT_MS = 500; // a partial accept's edit reaches the extension host within this
 const FOCUS_MS = 300; // the cursor rests this long before the server is told; each move restarts it
 // VS Code's setting under `specd.trigger.` -> the server's name for it (lsp/trigger.py)
@@ -264,6 +267,16 @@ async function acceptPart(unit: 'Word' | 'Line'): Promise<void> {
   });
 }
 
+// Hides the suggestion on screen, as VS Code's Escape does, and tells the server it was dismissed.
+async function dismiss(): Promise<void> {
+  const shown = onScreen;
+  onScreen = undefined;
+  await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+  if (shown && client?.isRunning()) {
+    void client.sendNotification(DISMISS, { item: { command: shown.item.command } });
+  }
+}
+
 async function stop(): Promise<void> {
   const [running, started] = [client, starting];
   client = undefined;
@@ -308,6 +321,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ),
     vscode.commands.registerCommand('specd.acceptNextWord', () => acceptPart('Word')),
     vscode.commands.registerCommand('specd.acceptNextLine', () => acceptPart('Line')),
+    vscode.commands.registerCommand('specd.dismiss', dismiss),
     vscode.workspace.onDidOpenTextDocument(() => startIfNeeded()),
     vscode.workspace.onDidChangeTextDocument(() => {
       lastEdit = Date.now();

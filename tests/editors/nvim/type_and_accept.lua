@@ -1,8 +1,9 @@
 -- Plays a person in a real headless Neovim with editors/nvim loaded: opens $SPECD_NVIM_FILE,
 -- presses the accept key before any suggestion can exist (it must type as usual), types
 -- $SPECD_NVIM_TYPE on a new last line, waits for the ghost text, takes its next word with
--- $SPECD_NVIM_WORD_KEY, waits for the rest, accepts that with the key, runs :checkhealth specd.
--- What it saw goes to
+-- $SPECD_NVIM_WORD_KEY, waits for the rest, accepts that with the key; then starts a new function,
+-- takes the first line of its ghost text with $SPECD_NVIM_LINE_KEY, waits for the next ghost text
+-- and leaves insert mode with it on screen (dismissed); runs :checkhealth specd. What it saw goes to
 -- $SPECD_NVIM_RESULT as JSON; then it quits. tests/editors/test_nvim.py judges it.
 local H = dofile(vim.fs.joinpath(vim.fs.dirname(debug.getinfo(1, 'S').source:sub(2)), 'harness.lua'))
 local env = vim.env
@@ -125,14 +126,39 @@ local function type_and_accept(key)
   result.ghosts_after_accept = #ghost_marks()
 end
 
+--- On a new function: the line key takes the ghost text's first line; the next ghost text is
+--- left with Escape.
+local function take_a_line_then_escape()
+  vim.api.nvim_input('<CR><CR><CR>def fib_sum(n):<CR>')
+  type_text(env.SPECD_NVIM_NEXT_TYPE, 80)
+  wait_for('the ghost text on the new function', 120000, function()
+    return #ghost_marks() > 0
+  end)
+  result.line_ghost = ghost()
+  local before = vim.api.nvim_get_current_line()
+  vim.api.nvim_input(env.SPECD_NVIM_LINE_KEY)
+  wait_for('the line taken', 5000, function()
+    return vim.api.nvim_get_current_line() ~= before
+  end)
+  result.line_taken = snapshot()
+  vim.api.nvim_input('<CR><CR><CR>def fib_max(n):<CR>')
+  type_text('    return max(', 80)
+  wait_for('ghost text to leave', 120000, function()
+    return #ghost_marks() > 0
+  end)
+  vim.api.nvim_input('<Esc>')
+  sleep(50)
+  result.ghosts_after_escape = #ghost_marks()
+  result.escaped_mode = vim.api.nvim_get_mode().mode
+end
+
 local function play()
   local key = env.SPECD_NVIM_KEY
   open_and_attach(key)
   rest_the_cursor()
   press_without_suggestion(key)
   type_and_accept(key)
-  vim.api.nvim_input('<Esc>')
-  sleep(20)
+  take_a_line_then_escape()
   vim.cmd('checkhealth specd')
   result.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
   finish(nil)

@@ -1,9 +1,10 @@
 // Drives VS Code (code-server) in Debian's headless Chromium through playwright-core: opens a
 // file by Quick Open, types at its end, waits for ghost text, takes its next word with Ctrl+Right
-// and saves, then accepts the rest with Tab and saves.
-// Input: one JSON argument {url, chromium, userDataDir, path, typed, ghostWaitMs, screenshot}.
+// and saves, then accepts the rest with Tab and saves; then types `typedNext` (unsaved), waits for
+// ghost text and presses Escape (dismissed).
+// Input: one JSON argument {url, chromium, userDataDir, path, typed, typedNext, ghostWaitMs, screenshot}.
 // Then clicks specd's status-bar item, which opens the trace page.
-// Output: one JSON line on stdout, {ghost, triggers, statusBar, afterWord, rest, tracePage,
+// Output: one JSON line on stdout, {ghost, triggers, statusBar, afterWord, rest, escaped, tracePage,
 // errors} or {error}; the test reads the saved file.
 'use strict';
 
@@ -122,6 +123,11 @@ async function main() {
     await page.locator(GHOST).first().waitFor({ state: 'detached', timeout: STEP_MS });
     await page.keyboard.press('Control+S');
     await waitForSave(opts.path, result.afterWord, STEP_MS);
+    await page.keyboard.type(opts.typedNext, { delay: 50 });
+    await waitForGhost(page, Date.now() + opts.ghostWaitMs);
+    await page.keyboard.press('Escape');
+    await page.locator(GHOST).first().waitFor({ state: 'detached', timeout: STEP_MS });
+    result.escaped = true;
     await page.locator('.statusbar-item', { hasText: /^\s*specd/ }).first().click();
     await page.locator('.tab', { hasText: 'specd trace' }).waitFor({ timeout: STEP_MS });
     result.tracePage = true;

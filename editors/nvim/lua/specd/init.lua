@@ -4,12 +4,14 @@
 --- mode (a file opened or entered, a jump), it tells specd (`specd/didFocus`), which reads the
 --- document there ahead of the first key. When to ask is the server's `[trigger]` rules, which
 --- `trigger` overrides; `suggest_key` asks by hand (LSP's trigger kind Invoked), which the server
---- serves even with automatic suggestions off.
+--- serves even with automatic suggestions off. Leaving insert mode while ghost text shows (Escape)
+--- tells specd the suggestion was dismissed (`specd/didDismissCompletion`), for its uptake counts.
 local M = {}
 
 local NAME = 'specd'
 local DID_FOCUS = 'specd/didFocus'
 local PARTIAL = 'textDocument/didPartiallyAcceptCompletion' -- Copilot's name: specd counts it
+local DISMISS = 'specd/didDismissCompletion'
 
 M.defaults = {
   --- How to start the language server (it starts the daemon itself when none answers).
@@ -100,14 +102,18 @@ local function accept_part_or(key, unit)
   end
 end
 
---- Asks for inline completion at the cursor by hand. Neovim 0.12 has no public call for that, so
---- this reaches its per-buffer inline-completion state (vim.lsp._capability): the answer is then
---- shown, cycled and accepted as any other. The pending automatic request is dropped first: sent
---- after this one, it would make this one stale in the server (newest wins).
-local function suggest_here()
+--- Neovim 0.12's per-buffer inline-completion state (vim.lsp._capability), which has no public
+--- call to ask by hand or to see the item on screen; nil where this Neovim has none.
+local function completor_of(buf)
   local ok, capability = pcall(require, 'vim.lsp._capability')
-  local completor = ok and capability.all.inline_completion
-    and capability.all.inline_completion.active[vim.api.nvim_get_current_buf()]
+  return ok and capability.all.inline_completion and capability.all.inline_completion.active[buf] or nil
+end
+
+--- Asks for inline completion at the cursor by hand: the answer is then shown, cycled and
+--- accepted as any other. The pending automatic request is dropped first: sent after this one,
+--- it would make this one stale in the server (newest wins).
+local function suggest_here()
+  local completor = completor_of(vim.api.nvim_get_current_buf())
   if not (completor and completor.request and completor.reset_timer) then
     vim.notify('specd: this Neovim cannot ask for inline completion by hand', vim.log.levels.WARN)
     return
@@ -143,6 +149,24 @@ local function send_focus_after_rest(buf, group, ms)
     end,
   })
   restart() -- attached: the file was just opened, its cursor rests where it was put
+end
+
+--- Tells specd when insert mode is left while its ghost text shows (InsertLeavePre: Neovim hides
+--- the item at InsertLeave): the suggestion was dismissed. One taken whole or typed over before is
+--- already settled there, and the server ignores the report.
+local function dismiss_on_leave(buf, group)
+  vim.api.nvim_create_autocmd('InsertLeavePre', {
+    group = group,
+    buffer = buf,
+    callback = function()
+      local completor = completor_of(buf)
+      local item = completor and completor.current
+      local client = item and item.command and vim.lsp.get_client_by_id(item.client_id)
+      if client and client.name == NAME then
+        client:notify(DISMISS, { item = { command = item.command } })
+      end
+    end,
+  })
 end
 
 --- The last suggestion's round trip, for M.statusline: each inlineCompletion request of the
@@ -218,6 +242,7 @@ local function on_specd_attach(buf, opts, group)
   if opts.focus_ms then
     send_focus_after_rest(buf, group, opts.focus_ms)
   end
+  dismiss_on_leave(buf, group)
 end
 
 --- @param opts? {cmd?: string[], filetypes?: string[], accept_key?: string|false, accept_word_key?: string|false, accept_line_key?: string|false, suggest_key?: string|false, focus_ms?: integer|false, trigger?: table, lsp?: table}
