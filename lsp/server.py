@@ -74,6 +74,7 @@ class SpecdServer(LanguageServer):
         if uri in self.recent:
             self.recent.remove(uri)
         self.suggester.forget(uri)
+        self.uptake.forget(uri)
 
     def cursor(self, uri: str, position: types.Position) -> Cursor:
         """The request's cursor; an unknown document or a position outside it is the client's

@@ -98,6 +98,10 @@ class Uptake:
         sent.left = True
         return Feedback("dismissed", sent.length - sent.taken, sent.taken == 0, sent.language, sent.request, how)
 
+    def forget(self, document: str) -> None:
+        """The document is closed: what was open there is never settled."""
+        self.open.pop(document, None)
+
     def _settle(self, key: object, sent: Sent) -> None:
         if self.open.get(sent.document) == key:
             del self.open[sent.document]

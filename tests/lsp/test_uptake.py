@@ -101,6 +101,9 @@ def test_a_suggestion_typed_over_or_escaped_is_dismissed_once_with_what_was_left
     escaped = uptake.dismissed(b, "escaped")
     assert escaped == Feedback("dismissed", 4, True, "python", 8, "escaped")
     assert uptake.moved(doc, at("elsewhere")) is None, "escaped, it is settled: not typed over too"
+    d, _ = uptake.shown("y", "python", 10, other, at("x"))
+    uptake.forget(other)   # closed: nothing is open there, and nothing is reported of it
+    assert other not in uptake.open and uptake.moved(other, at("z")) is None
     c, shown_c = uptake.shown("x + 1", "python", 9, doc, at("y = "))
     assert uptake.accepted(c) is not None
     assert uptake.dismissed(c, "escaped") is None and uptake.moved(doc, at("z")) is None, "taken whole: never left"
