@@ -49,8 +49,22 @@ def measure_curve(target: torch.nn.Module, draft: torch.nn.Module | None, settin
     wall = time.perf_counter() - started
     share = 1.0
     if next(target.parameters()).device.type == "cpu":
-        share = (time.process_time() - cpu_started) / (wall * torch.get_num_threads())
+        share = (time.process_time() - cpu_started) / (wall * busy_threads(target))
     return CostCurve(tuple(target_ms), tuple(draft_ms), round(wall, 2), round(min(share, 1.0), 3))
+
+
+def busy_threads(model: torch.nn.Module) -> int:
+    """The threads a CPU pass keeps busy: torch's, and with block weights specd's kernel pool
+    (models/load.py gives it the cores and torch one thread; its threads spin between calls, so
+    on an idle machine the process gets all of their time). Counting torch's alone made the share
+    of a gguf model twice what it got, and a curve measured beside a compiler was kept."""
+    from specd.decoding import qkernel
+    from specd.decoding.blocks import BlockLinear
+
+    n = torch.get_num_threads()
+    if any(isinstance(m, BlockLinear) for m in model.modules()):
+        n = max(n, qkernel.threads_in_use())
+    return n
 
 
 def _cache(model: torch.nn.Module, capacity: int, length: int, vocab: int, g: torch.Generator) -> KVCache:

@@ -53,6 +53,7 @@ def library() -> ctypes.CDLL:
     lib.specd_matmul.argtypes = [i, p, i, i, p, i, p, p, p]
     lib.specd_rows.argtypes = [i, p, i, p, i, p]
     lib.specd_threads.argtypes = [i]
+    lib.pool_threads.argtypes = []
     lib.specd_kernel_level.argtypes = [i]
     lib.specd_kernel_best.argtypes = []
     lib.specd_act_bytes.argtypes = [i, i]
@@ -103,6 +104,11 @@ def best_level() -> str:
 def threads(n: int) -> int:
     """Use `n` threads for the matmuls from now on; returns how many are in use."""
     return library().specd_threads(n)
+
+
+def threads_in_use() -> int:
+    """The threads the matmuls run on now (`threads` sets them)."""
+    return library().pool_threads()
 
 
 def row_bytes(kind: int, k: int) -> int:

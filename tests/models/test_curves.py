@@ -114,3 +114,28 @@ def test_a_curve_measured_while_the_cpu_was_busy_serves_but_is_not_kept(pair, tm
     assert len(curve.target_ms) == SETTINGS.width and 0 < curve.cpu_share <= 1
     assert "not kept: the CPU was busy" in lines[-1]
     assert not (tmp_path / "quantized").exists() or not list((tmp_path / "quantized").glob("*-curve.json"))
+
+
+
+@pytest.mark.skipif(not __import__("specd.decoding.qkernel", fromlist=["x"]).available(),
+                    reason="specd's kernels were not built here")
+def test_the_busy_share_counts_the_threads_a_pass_keeps_busy(tiny_target, tmp_path):
+    """With block weights torch keeps one thread and specd's kernels take the cores (spinning
+    between calls): the share is over the kernels' threads. Over torch's one it read as the whole
+    machine's while a compiler held half of it, and that curve was kept."""
+    import torch
+
+    from specd.decoding import qkernel
+    from specd.decoding.measure import busy_threads
+    from specd.models.load import load
+    from specd.models.specs import parse_spec
+
+    gguf = load(parse_spec(str(tiny_target)), tmp_path, "cpu", quantize="gguf")
+    dense = load(parse_spec(str(tiny_target)), tmp_path, "cpu", "fp32")
+    before = qkernel.threads_in_use()
+    try:
+        assert qkernel.threads(3) == 3 and torch.get_num_threads() < 3
+        assert busy_threads(gguf.model) == 3, "the kernels' pool, not torch's one thread"
+        assert busy_threads(dense.model) == torch.get_num_threads(), "no block weights: torch's threads"
+    finally:
+        qkernel.threads(before)
