@@ -49,6 +49,11 @@ class BlockEmbedding(torch.nn.Module):
         return f"{qkernel.NAMES[self.kind]}, {self.num_embeddings} x {self.embedding_dim}"
 
 
+def has_blocks(model: torch.nn.Module) -> bool:
+    """Whether any of `model`'s linear layers run on specd's kernels."""
+    return any(isinstance(m, BlockLinear) for m in model.modules())
+
+
 def q8_0(weight: torch.Tensor) -> torch.Tensor:
     """A dense weight [N, K] (K a multiple of 32) as Q8_0 blocks [N, K / 32 * 34]: per 32 values
     an fp16 scale (max |w| / 127) and 32 int8, rounded to nearest; for layers no GGUF file gave."""

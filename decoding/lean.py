@@ -25,7 +25,7 @@ import torch
 
 from specd.decoding import qkernel
 from specd.decoding.attention import folded, keys_needed
-from specd.decoding.blocks import BlockLinear
+from specd.decoding.blocks import has_blocks
 from specd.decoding.kvcache import KVCache
 
 TYPES = ("qwen2", "llama")
@@ -145,7 +145,7 @@ def own_attention(model: torch.nn.Module, head_dim: int) -> bool:
     float32 model with block weights, where specd's threads are the pass's threads (torch's run
     one; models/load.py) and every row's attention is computed alone, whatever the pass's width."""
     return (model.dtype == torch.float32 and head_dim % 8 == 0 and head_dim <= 256 and qkernel.available()
-            and any(isinstance(m, BlockLinear) for m in model.modules()))
+            and has_blocks(model))
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -59,10 +59,10 @@ def busy_threads(model: torch.nn.Module) -> int:
     on an idle machine the process gets all of their time). Counting torch's alone made the share
     of a gguf model twice what it got, and a curve measured beside a compiler was kept."""
     from specd.decoding import qkernel
-    from specd.decoding.blocks import BlockLinear
+    from specd.decoding.blocks import has_blocks
 
     n = torch.get_num_threads()
-    if any(isinstance(m, BlockLinear) for m in model.modules()):
+    if has_blocks(model):
         n = max(n, qkernel.threads_in_use())
     return n
 

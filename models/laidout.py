@@ -71,20 +71,14 @@ def _read(path: Path) -> dict[str, tuple[int, torch.Tensor]] | None:
 
 
 def _keep(path: Path, blocks: dict[str, tuple[int, torch.Tensor]], model: str) -> None:
-    """Write the file whole (a partial name, then a rename) and remove this model's older ones.
-    A cache that cannot be written costs the next start the layout again, nothing else."""
-    import os
+    """Write the file whole (models/quantize.py's write_cached) and remove this model's older
+    ones. A cache that cannot be written costs the next start the layout again, nothing else."""
+    from specd.models.quantize import write_cached
 
-    from safetensors.torch import save_file
-
-    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_file({name: raw for name, (_, raw) in blocks.items()}, str(partial),
-                  metadata={name: str(kind) for name, (kind, _) in blocks.items()})
-        os.replace(partial, path)
+        write_cached(path, {name: raw for name, (_, raw) in blocks.items()},
+                     metadata={name: str(kind) for name, (kind, _) in blocks.items()})
     except OSError as error:
-        partial.unlink(missing_ok=True)
         log.warning("cannot keep the laid-out blocks in %s (%s); the next start lays them out again", path, error)
         return
     for old in path.parent.glob(f"{model}-{'?' * 16}-{SUFFIX}"):

@@ -115,10 +115,16 @@ def read_cached(path: Path) -> dict[str, torch.Tensor] | None:
     return {name: tensor.clone() if tensor.data_ptr() % ALIGN else tensor for name, tensor in tensors.items()}
 
 
-def write_cached(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+def write_cached(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> None:
+    """Write `tensors` (and string `metadata`) to `path` whole or not at all; a write that fails
+    leaves no partial file behind."""
     from safetensors.torch import save_file
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(partial))
-    os.replace(partial, path)  # a quantization killed halfway leaves no file that is read
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(partial), metadata=metadata)
+        os.replace(partial, path)  # a quantization killed halfway leaves no file that is read
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
