@@ -43,12 +43,9 @@ class ModelDrafter:
 
     def window(self, prompt: Prompt) -> list[int]:
         pre, suf, mid = self.fim_ids
-        quarter = self.context_tokens // 4
-        middle = prompt.middle_ids[-quarter:] if quarter else []
-        room = self.context_tokens - (quarter if prompt.middle_ids else 0)  # fixed: the window stays put
-        cut = max(0, len(prompt.prefix_ids) - room)
+        cut = max(0, len(prompt.prefix_ids) - self.context_tokens)
         cut = -(-cut // ALIGN) * ALIGN  # round up to an aligned start
-        window = [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[:quarter] + [mid] + middle
+        window = [pre] + prompt.prefix_ids[cut:] + [suf] + prompt.suffix_ids[: self.context_tokens // 4] + [mid]
         assert len(window) <= window_capacity(self.context_tokens), "the draft cache is sized to the window"
         return window
 

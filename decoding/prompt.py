@@ -1,14 +1,9 @@
 """Fill-in-the-middle prompts: templates per model family, a token budget, stop tokens.
 
 The prompt is ordered so that what changes least comes first, because only a common prefix of
-token ids can reuse cached KV: other files' text, the prefix window, the suffix, and last the
-start of the middle. With a suffix, the prefix ends at an anchor, the start of a line a few lines
-above the cursor (aligned to `MIDDLE_STEP`), and the text from there to the cursor follows the
-middle mark as the middle's given start: prefix + middle + suffix is still the document, which is
-what the model was trained to complete, and a keystroke changes only tokens after the suffix, so
-the suffix is read once per place instead of at every key (the usual prefix-suffix-middle order
-with the prefix ending at the cursor recomputes the whole suffix at every key). Without a suffix
-the prefix simply ends at the cursor.
+token ids can reuse cached KV: other files' text, then the prefix window, then the suffix. The
+usual prefix-suffix-middle order means a keystroke at the cursor recomputes the suffix; the suffix
+budget bounds that cost (see `specd bench --suffix-budgets`).
 
 The prefix window starts at a line that is a multiple of `LINE_STEP`, chosen as the first such
 line that fits the budget. Typing moves the window only when it must, and then by whole steps, so
@@ -22,7 +17,6 @@ from dataclasses import dataclass, field
 from specd.decoding.errors import UserError
 
 LINE_STEP = 32
-MIDDLE_STEP = 16   # the anchor moves every 16 lines typed: the suffix is read again that often
 
 
 @dataclass(frozen=True)
@@ -90,10 +84,9 @@ class Budget:
 @dataclass(frozen=True)
 class Prompt:
     ids: list[int]            # the whole prompt, ready for the target
-    prefix_ids: list[int]     # the prefix window's tokens, up to the anchor (inside `ids`)
+    prefix_ids: list[int]     # the prefix window's tokens (inside `ids`)
     suffix_ids: list[int]     # the suffix window's tokens (inside `ids`)
     extra_ids: list[list[int]] = field(default_factory=list)  # hints and extra texts, for lookup
-    middle_ids: list[int] = field(default_factory=list)  # the middle's given start, anchor to cursor (ids' end)
 
 
 class PromptBuilder:
@@ -126,40 +119,34 @@ class PromptBuilder:
         `hints` texts for lookup only (never in the prompt); `suffix_budget` overrides the
         budget's suffix tokens."""
         pre_id, suf_id, mid_id = self.special_ids
+        prefix_ids = self._prefix_window(prefix)
         suffix_ids = self._suffix_window(
             suffix, self.budget.suffix if suffix_budget is None else suffix_budget)
-        allowance = middle_allowance(self.budget.prefix) if suffix_ids else 0
-        cut = len(prefix)
-        if allowance:
-            cut = middle_start(prefix, lambda text: len(self.encode(text)) <= allowance)
-        prefix_ids = self._prefix_window(prefix[:cut], self.budget.prefix - allowance)
-        middle_ids = self.encode(prefix[cut:])[-allowance:] if allowance else []
         extra_ids = [self.encode(text) for text in hints] + [self.encode(text) for _, text in extras]
         context = self._extra_context(extras)
-        ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id] + middle_ids
-        return Prompt(ids, prefix_ids, suffix_ids, extra_ids, middle_ids)
+        ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
+        return Prompt(ids, prefix_ids, suffix_ids, extra_ids)
 
-    def _prefix_window(self, prefix: str, budget: int) -> list[int]:
-        """The prefix from the first `LINE_STEP`-aligned line whose window fits `budget`."""
-        if budget <= 0:
+    def _prefix_window(self, prefix: str) -> list[int]:
+        """The prefix from the first `LINE_STEP`-aligned line whose window fits the budget."""
+        if self.budget.prefix <= 0:
             return []
         lines = prefix.splitlines(keepends=True)
-        start = self._first_candidate(lines, budget)
+        start = self._first_candidate(lines)
         while True:
             ids = self.encode("".join(lines[start:]))
-            if len(ids) <= budget:
+            if len(ids) <= self.budget.prefix:
                 return ids
             if start + LINE_STEP < len(lines):
                 start += LINE_STEP
             else:  # the last lines alone are over budget: keep the tokens nearest the cursor
-                return ids[-budget:]
+                return ids[-self.budget.prefix:]
 
-    @staticmethod
-    def _first_candidate(lines: list[str], budget: int) -> int:
+    def _first_candidate(self, lines: list[str]) -> int:
         """Skip, without tokenizing, the aligned steps that are far over budget: code averages
         well under 8 characters a token, so a huge file is not tokenized once per step."""
         start, chars = 0, sum(map(len, lines))
-        while start + LINE_STEP < len(lines) and chars > budget * 8:
+        while start + LINE_STEP < len(lines) and chars > self.budget.prefix * 8:
             chars -= sum(map(len, lines[start:start + LINE_STEP]))
             start += LINE_STEP
         return start
@@ -187,22 +174,3 @@ class PromptBuilder:
                 break
             ids += more
         return ids
-
-
-def middle_allowance(prefix_budget: int) -> int:
-    """Of the prefix budget, what the middle's given start may take (the rest is the window's, a
-    fixed share, so the window does not move as the middle grows)."""
-    return prefix_budget // 4
-
-
-def middle_start(prefix: str, fits) -> int:
-    """Where the prefix window ends and the middle's given start begins: the start of the line
-    aligned to `MIDDLE_STEP` at or above the cursor's, or the first later line start from which
-    the text to the cursor `fits` (a long line alone starts at its own start, over or not)."""
-    cursor_line = prefix.count("\n")
-    starts, end = [], len(prefix)
-    for _ in range(cursor_line % MIDDLE_STEP + 1):  # the cursor's line, then up to the aligned one
-        newline = prefix.rfind("\n", 0, end)
-        starts.append(newline + 1)
-        end = newline
-    return next((start for start in reversed(starts) if fits(prefix[start:])), starts[0])

@@ -69,7 +69,6 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def window_capacity(context_tokens: int) -> int:
-    """The most tokens the draft model's window holds (`ModelDrafter.window`): the prefix's tail
-    with the middle's given start (a quarter of it at most), the suffix's head (a quarter as
-    long), and 3 marks."""
+    """The most tokens the draft model's window holds (`ModelDrafter.window`): the prefix's tail,
+    the suffix's head (a quarter as long), and 3 marks."""
     return context_tokens + context_tokens // 4 + 3

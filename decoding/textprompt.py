@@ -4,15 +4,14 @@ A server (llama.cpp's, vLLM, SGLang) tokenizes for itself, and its /v1/completio
 honoured everywhere, so specd sends the whole FIM prompt as one string in the family's template
 (decoding/prompt.py's TEMPLATES; a server parses their special tokens written as text). The
 layout is PromptBuilder's, least changing first so that the server's prefix cache can reuse it:
-other files, the prefix window starting at a `LINE_STEP`-aligned line and ending at the anchor,
-the suffix's first whole lines, and after the middle mark the text from the anchor to the cursor.
-With no tokenizer here the budgets are in characters, `CHARS_PER_TOKEN` a token: code
+other files, the prefix window starting at a `LINE_STEP`-aligned line, the suffix's first whole
+lines. With no tokenizer here the budgets are in characters, `CHARS_PER_TOKEN` a token: code
 averages more than that, so a window stays within its token budget.
 """
 
 from __future__ import annotations
 
-from specd.decoding.prompt import LINE_STEP, TEMPLATES, Budget, FimTemplate, middle_allowance, middle_start
+from specd.decoding.prompt import LINE_STEP, TEMPLATES, Budget, FimTemplate
 
 CHARS_PER_TOKEN = 3
 
@@ -39,13 +38,9 @@ def guess_family(model: str) -> str | None:
 def fim_text(template: FimTemplate, budget: Budget, prefix: str, suffix: str,
              extras: tuple[tuple[str, str], ...] = ()) -> str:
     """The whole prompt, ready for a server's /v1/completions `prompt`."""
-    after = suffix_window(suffix, budget.suffix * CHARS_PER_TOKEN)
-    allowance = middle_allowance(budget.prefix) * CHARS_PER_TOKEN if after else 0
-    cut = middle_start(prefix, lambda text: len(text) <= allowance) if allowance else len(prefix)
-    middle = prefix[cut:][-allowance:] if allowance else ""
     return (_extra_context(template, extras, budget.extra * CHARS_PER_TOKEN)
-            + template.prefix + prefix_window(prefix[:cut], budget.prefix * CHARS_PER_TOKEN - allowance)
-            + template.suffix + after + template.middle + middle)
+            + template.prefix + prefix_window(prefix, budget.prefix * CHARS_PER_TOKEN)
+            + template.suffix + suffix_window(suffix, budget.suffix * CHARS_PER_TOKEN) + template.middle)
 
 
 def prefix_window(prefix: str, chars: int) -> str:

@@ -28,7 +28,7 @@ def test_it_posts_the_fim_prompt_greedy_and_streamed():
                                               lambda: False)
     (asked,) = server.script.asked
     assert asked == {"model": "qwen2.5-coder-1.5b-instruct", "max_tokens": 9, "temperature": 0.0, "stream": True,
-                     "prompt": "<|fim_prefix|><|fim_suffix|>\nprint(1)\n<|fim_middle|>def add(a, b):\n"}
+                     "prompt": "<|fim_prefix|>def add(a, b):\n<|fim_suffix|>\nprint(1)\n<|fim_middle|>"}
     assert (result.outcome, result.text, result.stop_reason) == ("done", "def add(a, b):\n    return a + b\n",
                                                                  "stop_token")
     assert "Authorization" not in server.script.headers[0]
