@@ -14,7 +14,7 @@ from specd.bench.replay import specd_command
 from specd.lsp.focus import DID_FOCUS, read_focus
 from tests.lsp.conftest import PY, inline
 
-# Long enough that no prompt holds it whole (the tests' prefix budget is the default 1024 tokens):
+# Long enough that no prompt holds it whole (the tests' prefix budget is the default 1536 tokens):
 # opening it reads nothing ahead, so only didFocus does.
 LONG = "".join(f"def f{i}(value):\n    return value * {i} + {i * 7} - len(str(value))\n\n\n" for i in range(150))
 

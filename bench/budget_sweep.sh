@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The suffix budget (engine.suffix_tokens) swept by `specd replay`, a fresh daemon for each, then
-# the same typing into llama.cpp's server (bench/llama_replay.py, where LLAMA_SERVER names one), in
-# one script, for chars saved per model second (issue 20, item 5):
-#   bench/suffix_sweep.sh [BUDGETS] [FOLDER] [FILES] [OUT_DIR]
-#   (default "0 128 256", bench/typing, 10, bench-out/suffix); LLAMA_GGUF: the target's GGUF.
+# The prompt's budgets (engine.prefix_tokens:engine.suffix_tokens) swept by `specd replay`, a fresh
+# daemon for each, then the same typing into llama.cpp's server (bench/llama_replay.py, where
+# LLAMA_SERVER names one), in one script, for chars saved per model second (issue 20, item 5):
+#   bench/budget_sweep.sh [BUDGETS] [FOLDER] [FILES] [OUT_DIR]
+#   (default "1024:0 1536:0", bench/typing, 10, bench-out/budgets); LLAMA_GGUF: the target's GGUF.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-budgets=${1:-0 128 256}
+budgets=${1:-1024:0 1536:0}
 folder=${2:-bench/typing}
 files=${3:-10}
-out=${4:-bench-out/suffix}
+out=${4:-bench-out/budgets}
 mkdir -p "$out"
 args=("$folder" --files "$files" --cps 8 --pause-ms 1000)
 name=$(basename "$folder")
@@ -18,12 +18,12 @@ echo "cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2) model $(gr
 echo "ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-} SPECD_KERNELS=${SPECD_KERNELS:-}; ${args[*]}"
 config=$(mktemp)
 trap 'rm -f "$config"' EXIT
-for s in $budgets; do
-    printf '[engine]\nsuffix_tokens = %s\n' "$s" > "$config"
+for b in $budgets; do
+    printf '[engine]\nprefix_tokens = %s\nsuffix_tokens = %s\n' "${b%%:*}" "${b#*:}" > "$config"
     chmod 600 "$config"
     .venv/bin/specd stop > /dev/null 2>&1
     .venv/bin/specd --config "$config" start > /dev/null 2>&1 || { echo "specd start failed"; exit 1; }
-    echo "suffix $s: $(.venv/bin/specd --config "$config" replay "${args[@]}" --json "$out/${name}_suffix_$s.json" 2>&1 | head -1)"
+    echo "prefix:suffix $b: $(.venv/bin/specd --config "$config" replay "${args[@]}" --json "$out/${name}_${b/:/_}.json" 2>&1 | head -1)"
     pid=$(pgrep -f "specd.cli --config" | head -1)
     echo "  resident: $(ps -o rss= -p "$pid") kB; $(.venv/bin/specd --config "$config" status 2>&1 | grep -E "passes" | head -1)"
     .venv/bin/specd --config "$config" stop > /dev/null 2>&1
