@@ -48,6 +48,7 @@ def curve_key(target: LoadedModel, draft: LoadedModel | None, settings: EngineSe
         "target": f"{target.folder.name}-{weight_key(target.folder)}-{target.weights}",
         "width": settings.width, "capacity": settings.capacity,
         "kernels": machine()["kernels"],  # specd's own: a rebuilt library may cost otherwise
+        "kernel_level": machine()["cpu"]["kernels"],  # and the body they run ($SPECD_KERNELS may lower it)
     }
     if draft is not None:
         key["draft"] = f"{draft.folder.name}-{weight_key(draft.folder)}-{draft.weights}-{draft.dtype}"

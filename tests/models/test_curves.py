@@ -13,6 +13,7 @@ from specd.daemon.config import Config, Models
 from specd.daemon.runtime import build_engine, load_models
 from specd.decoding.settings import EngineSettings
 from specd.models import curves
+from specd.models.cpu import cpu_flags
 from specd.models.curves import CurveFile, curve_key, curve_path
 from tests.conftest import tiny_loaded
 
@@ -74,6 +75,8 @@ def test_a_changed_key_measures_again(pair, tmp_path, tiny_draft):
     finally:
         os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert len(list((tmp_path / "quantized").glob("*-curve.json"))) == 4
+    # the kernels' body is part of the key: SPECD_KERNELS=avx2 on an AVX-512 CPU measures its own curve
+    assert curve_key(target, draft, SETTINGS)["kernel_level"] == cpu_flags()["kernels"]
 
 
 @pytest.mark.parametrize("damage", [b"", b"{not json", b'{"key": {}, "curve": {"target_ms": [-1.0]}}'],
