@@ -13,9 +13,9 @@ out=${4:-bench-out/budgets}
 mkdir -p "$out"
 args=("$folder" --files "$files" --cps 8 --pause-ms 1000)
 name=$(basename "$folder")
-echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx_vnni|avx512f|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
-echo "cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2) model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2); $(git describe --always --dirty); $(date)"
-echo "ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-} SPECD_KERNELS=${SPECD_KERNELS:-}; ${args[*]}"
+. bench/machine.sh
+machine_header
+echo "${args[*]}"
 config=$(mktemp)
 trap 'rm -f "$config"' EXIT
 for b in $budgets; do

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 delays=${1:-0 100 250 350}
 out=${2:-bench-out}
 mkdir -p "$out"
-echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx_vnni|avx512f|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
-echo "cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2) model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2); $(git describe --always --dirty); $(date)"
+. bench/machine.sh
+machine_header
 for d in $delays; do
   .venv/bin/specd stop > /dev/null 2>&1
   .venv/bin/specd start > /dev/null 2>&1 || { echo "specd start failed"; exit 1; }

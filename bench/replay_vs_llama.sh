@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 out=${1:-bench-out}
 mkdir -p "$out"
 args=(bench/typing --files 10 --cps 8 --pause-ms 1000)
-echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx_vnni|avx512f|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
-echo "cpu family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2) model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2); $(git describe --always --dirty); $(date)"
+. bench/machine.sh
+machine_header
 .venv/bin/specd stop > /dev/null 2>&1
 .venv/bin/specd start 2>&1 | tail -1
 .venv/bin/specd replay "${args[@]}" --json "$out/replay_specd.json" 2>&1 | head -1

@@ -18,7 +18,8 @@ else
   root=$PWD
   (cd "$base/specd" && "$root/.venv/bin/python" setup.py -q build_ext --inplace)
 fi
-echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx_vnni|avx512f|avx512_bf16|amx_tile)$' | tr '\n' ' ')"
+. bench/machine.sh
+machine_header
 specd_stop
 for i in $(seq "$rounds"); do
   for side in before after; do
