@@ -24,7 +24,6 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.measure import measure_curve
 from specd.decoding.settings import EngineSettings
-from specd.models.cpu import all_flags
 from specd.models.measured import machine, write_atomic
 from specd.models.quantize import weight_key
 
@@ -32,7 +31,6 @@ log = logging.getLogger("specd.models")
 
 VERSION = 2                                              # of the file: raise it when what is measured changes
 BUSY_SHARE = 0.8  # a curve measured while the process got less of its threads' time than this is not kept
-CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni")  # and every amx_* flag
 
 
 class CurveFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -48,7 +46,6 @@ def curve_key(target: LoadedModel, draft: LoadedModel | None, settings: EngineSe
         "target": f"{target.folder.name}-{weight_key(target.folder)}-{target.weights}",
         "width": settings.width, "capacity": settings.capacity,
         "kernels": machine()["kernels"],  # specd's own: a rebuilt library may cost otherwise
-        "kernel_level": machine()["cpu"]["kernels"],  # and the body they run ($SPECD_KERNELS may lower it)
     }
     if draft is not None:
         key["draft"] = f"{draft.folder.name}-{weight_key(draft.folder)}-{draft.weights}-{draft.dtype}"
@@ -58,11 +55,11 @@ def curve_key(target: LoadedModel, draft: LoadedModel | None, settings: EngineSe
 
 
 def cpu_features() -> str:
-    """torch's kernel level and the instruction sets among /proc/cpuinfo's flags that change which
-    kernels run: "AVX2 avx2" here, "AVX512 amx_bf16 amx_int8 amx_tile avx2 avx512_bf16 avx512f ..." elsewhere."""
-    # off Linux there are no flags: torch's own level says the most of it
-    wanted = sorted(f for f in all_flags() if f in CPU_FLAGS or f.startswith("amx_"))
-    return " ".join([torch.backends.cpu.get_cpu_capability(), *wanted])
+    """What decides which kernels run, from models/cpu.py's cpu_flags (the probe's key too): torch's
+    level, specd's kernels' body ($SPECD_KERNELS may lower it) and the instruction-set flags, e.g.
+    "AVX2 avx2 avx2 fma f16c" here, "AVX512 avx512 avx2 fma f16c avx512f ... amx_int8" elsewhere."""
+    cpu = machine()["cpu"]
+    return " ".join([cpu["torch"], cpu["kernels"], *cpu["flags"]])
 
 
 def _device(target: LoadedModel) -> str:

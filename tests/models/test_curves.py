@@ -76,7 +76,7 @@ def test_a_changed_key_measures_again(pair, tmp_path, tiny_draft):
         os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert len(list((tmp_path / "quantized").glob("*-curve.json"))) == 4
     # the kernels' body is part of the key: SPECD_KERNELS=avx2 on an AVX-512 CPU measures its own curve
-    assert curve_key(target, draft, SETTINGS)["kernel_level"] == cpu_flags()["kernels"]
+    assert curve_key(target, draft, SETTINGS)["cpu"].split()[:2] == [cpu_flags()["torch"], cpu_flags()["kernels"]]
 
 
 @pytest.mark.parametrize("damage", [b"", b"{not json", b'{"key": {}, "curve": {"target_ms": [-1.0]}}'],
