@@ -8,12 +8,12 @@ import logging
 import sys
 from pathlib import Path
 
-from specd.cli import bench_cmds, complete_cmds, daemon_cmds, lsp_cmds, models_cmds, trace_cmds
+from specd.cli import bench_cmds, complete_cmds, daemon_cmds, heads_cmds, lsp_cmds, models_cmds, trace_cmds
 from specd.decoding.errors import UserError
 
 # Commands that only talk to the daemon (start, stop, status, complete, trace) never import torch:
 # the engine's modules load only in the commands that build an engine.
-GROUPS = (models_cmds, complete_cmds, daemon_cmds, trace_cmds, bench_cmds, lsp_cmds)
+GROUPS = (models_cmds, complete_cmds, daemon_cmds, trace_cmds, bench_cmds, heads_cmds, lsp_cmds)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,7 +65,8 @@ def build_engine(config: Config, pull: bool = False, progress: Callable[[str], N
         probe = Probe(**kept) if kept else None
     except TypeError:  # a record of another shape: measured again
         probe = None
-    engine = Engine(target, draft, settings, curve, probe, layerskip_layers(target, config))
+    engine = Engine(target, draft, settings, curve, probe, layerskip_layers(target, config),
+                    _heads(config, target, drafters, progress))
     measured = engine.probe is not probe
     if measured and target.device.type == "cpu":   # a GPU probes at every start: its check of repeatability
         keep(config.cache_dir(), "probe", parts, dataclasses.asdict(engine.probe))
@@ -75,6 +76,21 @@ def build_engine(config: Config, pull: bool = False, progress: Callable[[str], N
     if (note := warm_engine(engine)) is not None:  # CUDA only (decoding/graph_setup.py)
         progress(note)
     return engine
+
+
+def _heads(config: Config, target: LoadedModel, drafters: Iterable[str], progress: Callable[[str], None]):
+    """The heads `specd heads train` kept for the target, where a drafter asked for uses them;
+    a default drafter that cannot run is refused here, before the daemon serves anything."""
+    if "heads" not in {config.completion.drafter, *drafters}:
+        return None
+    from specd.models.heads import load_heads
+
+    heads = load_heads(config.cache_dir(), target) if target.device.type == "cpu" else None
+    progress(f"heads: {heads.count} for {target.spec}" if heads else f"heads: none for {target.spec}")
+    if heads is None and config.completion.drafter == "heads":
+        raise ConfigError(f"completion.drafter = \"heads\", but no heads are trained for {target.spec} on "
+                          f"{target.device.type}: run `specd heads train` (they draft where the target runs on a CPU)")
+    return heads
 
 
 def layerskip_layers(target: LoadedModel, config: Config) -> tuple[int, ...] | None:

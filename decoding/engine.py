@@ -25,6 +25,7 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.draft_model import ModelDrafter
 from specd.decoding.drafter import Acceptance, Drafter, DraftJob, HybridDrafter, NoDrafter, Pacing, Proposal
 from specd.decoding.forward import prefill, step
+from specd.decoding.heads import Heads, HeadsDrafter
 from specd.decoding.kvcache import KVCache
 from specd.decoding.layerskip import LayerSkipDrafter
 from specd.decoding.lean import PassStopped, shaped
@@ -33,7 +34,7 @@ from specd.decoding.lookup import LookupDrafter
 from specd.decoding.measure import measure_curve
 from specd.decoding.policy import DraftStop, PassCosts, Stop, widest_useful
 from specd.decoding.prompt import Prompt, PromptBuilder, detect_template
-from specd.decoding.registry import DRAFTERS, MODEL_DRAFTERS, SHAPED_DRAFTERS
+from specd.decoding.registry import DRAFTERS, HEAD_DRAFTERS, MODEL_DRAFTERS, SHAPED_DRAFTERS
 from specd.decoding.request import Completion, CompletionRequest, RequestError
 from specd.decoding.settings import EngineSettings
 from specd.decoding.stats import Stats, Step
@@ -43,21 +44,24 @@ from specd.decoding.widths import Probe, measure_probe
 
 NO_DRAFT = (" (no draft model loaded: models.draft = \"auto\" loads the built-in one where completion.drafter "
             "drafts with it; or name one in models.draft)")
+NO_HEADS = " (no heads trained for this target: `specd heads train`; they draft where the target runs on a CPU)"
 
 
 class Engine:
     def __init__(self, target: LoadedModel, draft: LoadedModel | None, settings: EngineSettings,
-                 curve: CostCurve | None = None, probe: Probe | None = None, layers: tuple[int, ...] | None = None):
+                 curve: CostCurve | None = None, probe: Probe | None = None, layers: tuple[int, ...] | None = None,
+                 heads: Heads | None = None):
         """`curve`: what a pass costs here by its width (models/curves.py keeps one per machine);
         measured on these models when not given. `probe`: what the width probe found for these
         models, settings and widest pass on this machine, where the caller kept it
         (daemon/runtime.py); measured here when not given or made for another width. `layers`:
-        the target's layers the `layerskip` drafter runs (default: decoding/layerskip.py's)."""
+        the target's layers the `layerskip` drafter runs (default: decoding/layerskip.py's). `heads`:
+        what the `heads` drafter guesses with (models/heads.py trains and keeps them)."""
         if draft is not None:
             check_pair(target, draft)
         assert settings.width >= 1, "a pass has at least the pending token"
         settings = settings.for_device(target.device.type)
-        self.target, self.draft, self.settings = target, draft, settings
+        self.target, self.draft, self.settings, self.heads = target, draft, settings, heads
         template = detect_template(target.tokenizer, settings.fim_template)
         self._builder = PromptBuilder(target.tokenizer, template, settings.budget)
         self.pad_id = target.tokenizer.pad_token_id or min(self._builder.stop_ids)
@@ -86,11 +90,15 @@ class Engine:
         """Another engine on the same loaded models, with its own caches (and the same curve:
         measured at this engine's capacities, near enough for a benchmark's variants)."""
         return Engine(self.target, self.draft, msgspec.structs.replace(self.settings, **changes), self.curve,
-                      layers=self.layers)
+                      layers=self.layers, heads=self.heads)
 
     def with_layers(self, layers: tuple[int, ...]) -> Engine:
         """Another engine on the same models whose `layerskip` runs `layers` (a search's candidate)."""
-        return Engine(self.target, self.draft, self.settings, self.curve, self.probe, layers)
+        return Engine(self.target, self.draft, self.settings, self.curve, self.probe, layers, self.heads)
+
+    def with_heads(self, heads: Heads) -> Engine:
+        """Another engine on the same models whose `heads` drafter guesses with `heads` (fewer of them)."""
+        return Engine(self.target, self.draft, self.settings, self.curve, self.probe, self.layers, heads)
 
     def _make_drafters(self) -> dict[str, Drafter]:
         s, acceptance = self.settings, self.acceptance
@@ -104,8 +112,13 @@ class Engine:
             n = self.target.model.config.num_hidden_layers
             stop = DraftStop(layerskip.costs(self.costs, len(self.layers), n), self.settings.draft_confidence)
             drafters.append(LayerSkipDrafter(self.target, self.layers, self.pacing["layerskip"], stop))
+        # the heads read the final states a pass leaves (KVCache.rows), which CUDA graphs' replays do not
+        reads_rows = self.heads is not None and lean_shaped and self.target.device.type == "cpu"
+        if reads_rows:
+            drafters.append(HeadsDrafter(self.heads, self.costs))
         made = {d.name: d for d in drafters}
-        missing = (set() if self.draft else MODEL_DRAFTERS) | (set() if lean_shaped else SHAPED_DRAFTERS)
+        missing = ((set() if self.draft else MODEL_DRAFTERS) | (set() if lean_shaped else SHAPED_DRAFTERS)
+                   | (set() if reads_rows else HEAD_DRAFTERS))
         assert set(made) == set(DRAFTERS) - missing, "registry.py names them all"
         return made
 
@@ -176,7 +189,11 @@ class Engine:
 
     def _drafter(self, request: CompletionRequest) -> Drafter:
         if request.drafter not in self._drafters:
-            why = "" if self.draft or request.drafter not in MODEL_DRAFTERS else NO_DRAFT
+            why = ""
+            if request.drafter in MODEL_DRAFTERS and not self.draft:
+                why = NO_DRAFT
+            elif request.drafter in HEAD_DRAFTERS:
+                why = NO_HEADS
             raise RequestError(f"drafter {request.drafter!r} is not available; choose one of "
                                f"{', '.join(self._drafters)}{why}")
         if request.suffix_tokens is not None and not 0 <= request.suffix_tokens <= self.settings.suffix_tokens:

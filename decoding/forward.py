@@ -11,12 +11,13 @@ is computed exactly as plain decoding computes it. The padding costs plain decod
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
 from specd.decoding import graphs
-from specd.decoding.kvcache import KVCache
+from specd.decoding.kvcache import KVCache, Rows
 
 
 def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int,
@@ -30,14 +31,33 @@ def _forward(model: torch.nn.Module, cache: KVCache, ids: list[int], keep: int,
     if (lean := getattr(model, "specd_lean", None)) is not None:          # CPU block weights: decoding/lean.py
         return lean(cache, ids, keep, stop)
     device = model.device
-    out = model(
-        input_ids=torch.tensor([ids], device=device),                        # [1, S]
-        **cache.argument(model),
-        cache_position=torch.arange(start, start + len(ids), device=device),  # [S]
-        use_cache=True,
-        logits_to_keep=keep,
-    )
+    with _final_states(model) as final:
+        out = model(
+            input_ids=torch.tensor([ids], device=device),                        # [1, S]
+            **cache.argument(model),
+            cache_position=torch.arange(start, start + len(ids), device=device),  # [S]
+            use_cache=True,
+            logits_to_keep=keep,
+        )
+    if final:  # what the `heads` drafter reads, as the lean forward leaves it
+        cache.rows = Rows(start + len(ids) - keep, ids[-keep:], final[0][0, -keep:])
     return out.logits[0]                                                      # [keep, V]
+
+
+@contextmanager
+def _final_states(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """The output of a Llama-shaped model's final norm in the pass run inside: the hidden states
+    [1, S, E] its output layer reads (empty for a model of another shape)."""
+    kept: list[torch.Tensor] = []
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    if not isinstance(norm, torch.nn.Module):
+        yield kept
+        return
+    handle = norm.register_forward_hook(lambda module, args, output: kept.append(output))
+    try:
+        yield kept
+    finally:
+        handle.remove()
 
 
 @torch.inference_mode()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import torch
@@ -22,11 +23,29 @@ class CacheFull(Exception):
     """The prompt and the tokens to generate do not fit the cache."""
 
 
+@dataclass(frozen=True)
+class Rows:
+    """The final hidden states (normed, as the output layer reads them) of the rows a pass kept,
+    and their ids: what the `heads` drafter guesses from (decoding/heads.py)."""
+    first: int             # the position of the first row
+    ids: list[int]
+    hidden: torch.Tensor   # [len(ids), E]
+
+    def at(self, position: int, tokens: list[int]) -> torch.Tensor | None:
+        """The state at `position`, where the cache still holds what the pass saw up to it: a pass
+        writes `rows` anew, so only a truncation (which shortens `tokens`) can make it stale."""
+        i = position - self.first
+        if not 0 <= i < len(self.ids) or position >= len(tokens) or tokens[self.first:position + 1] != self.ids[:i + 1]:
+            return None
+        return self.hidden[i]
+
+
 class KVCache:
     def __init__(self, model: torch.nn.Module, capacity: int):
         self.capacity = capacity
         self.past = StaticCache(config=model.config, max_cache_len=capacity)
         self.tokens: list[int] = []  # ids whose KV is in `past`, position by position
+        self.rows: Rows | None = None  # the last full pass's kept rows (decoding/lean.py writes them)
 
     def common_prefix(self, ids: list[int]) -> int:
         """How many leading ids of `ids` the cache already holds."""

@@ -26,7 +26,7 @@ import torch
 from specd.decoding import qkernel
 from specd.decoding.attention import folded, keys_needed
 from specd.decoding.blocks import has_blocks
-from specd.decoding.kvcache import KVCache
+from specd.decoding.kvcache import KVCache, Rows
 
 TYPES = ("qwen2", "llama")
 
@@ -100,7 +100,10 @@ class Lean:
             x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary,
                                    (start, mask, keys))
             x = x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))
-        return self.model.lm_head(self.norm(x[-keep:], m.norm))                # [keep, V]
+        hidden = self.norm(x[-keep:], m.norm)                                   # [keep, E]
+        if len(self.layers) == len(m.layers):  # a whole pass: what the `heads` drafter reads
+            cache.rows = Rows(start + len(ids) - keep, ids[-keep:], hidden)
+        return self.model.lm_head(hidden)                                     # [keep, V]
 
     def norm(self, x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
         return torch.nn.functional.rms_norm(x, (x.shape[-1],), norm.weight, self.eps)

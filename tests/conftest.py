@@ -64,12 +64,13 @@ def hand_curve(shape: tuple[tuple[float, ...], float | None]):
 
 
 def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None = None,
-                dtype: str = "auto", quantize: str = "none", curve=None, **settings):
+                dtype: str = "auto", quantize: str = "none", curve=None, heads="seeded", **settings):
     """An engine on tiny models, loaded through the same code as the built-in pair. Its cost curve
     is CHEAP unless given, never measured: on the tiny models a draft step costs about what a
     target pass does, give or take the machine's noise, so a measured curve made the policy draft
     a few tokens on one machine and none on CI's (test_bench's draft mode failed there). The
-    measurement has its own tests (tests/models/test_curves.py)."""
+    measurement has its own tests (tests/models/test_curves.py). `heads`: the `heads` drafter's, or
+    None for none ("seeded": `seeded_heads`, so that every drafter the registry names is there)."""
     from specd.decoding.engine import Engine
     from specd.decoding.settings import EngineSettings
 
@@ -80,4 +81,22 @@ def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None 
     settings.setdefault("suffix_tokens", 64)
     settings.setdefault("max_tokens_limit", 64)
     settings.setdefault("prefill_chunk", 32)
-    return Engine(t, d, EngineSettings(**settings), curve or hand_curve(CHEAP))
+    heads = seeded_heads(t) if heads == "seeded" else heads
+    return Engine(t, d, EngineSettings(**settings), curve or hand_curve(CHEAP), heads=heads)
+
+
+def seeded_heads(target, count: int = 3, seed: int = 0):
+    """Untrained heads on every token of `target`'s output layer, their blocks seeded at random
+    (not Medusa's zero start, where every head guesses what the target does): they propose
+    tokens that are right sometimes, which is what the exactness tests need of a drafter."""
+    import torch
+
+    from specd.decoding.heads import Heads
+    from specd.models.heads import output_rows
+
+    vocab = torch.arange(target.model.config.vocab_size)
+    heads = Heads(count, target.model.config.hidden_size, vocab, output_rows(target.model, vocab))
+    generator = torch.Generator().manual_seed(seed)
+    for block in heads.blocks:
+        block.weight.data = torch.randn(block.weight.shape, generator=generator) * 0.05
+    return heads.eval()

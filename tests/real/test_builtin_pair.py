@@ -15,6 +15,7 @@ from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
 from specd.decoding.registry import DRAFTERS
 from specd.decoding.request import CompletionRequest
+from specd.models.heads import Plan, load_heads, train_heads
 from specd.models.integrity import is_converted
 
 pytestmark = pytest.mark.real
@@ -22,8 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return build_engine(Config(), drafters=DRAFTERS)  # the default, lookup, loads no draft
+def engine(tmp_path_factory):
+    """Every drafter: the draft model asked for (the default, lookup, loads none), and heads from a
+    short real run of `specd heads train`'s work, kept in a folder of the test's own (a
+    machine's own trained heads stay out of it)."""
+    built = build_engine(Config(), drafters=DRAFTERS)
+    cache = tmp_path_factory.mktemp("heads")
+    record = train_heads(built.target, cache, Plan(count=2, tokens=1000, window=128, epochs=1), lambda line: None)
+    assert record["train_tokens"] >= 1000 and len(record["accuracy"]) == 2
+    return built.with_heads(load_heads(cache, built.target))
 
 
 def test_both_models_load_from_the_converted_cache(engine):
