@@ -139,7 +139,7 @@ def bench(engine: Engine, cases: list[Case], modes: list[str], max_tokens: int,
     """Run every case in every mode; `none` first when asked for, as the baseline. Modes take turns
     case by case, so that a shared machine's slow minutes fall on every mode alike rather than on
     whichever ran then (on a shared machine the same pass varies over minutes)."""
-    narrow = None
+    narrow, fewer = None, {}
     order = sorted(modes, key=lambda m: m != "none")
     runs: dict[str, list[Run]] = {mode: [] for mode in order}
     for i, case in enumerate(cases):
@@ -149,6 +149,10 @@ def bench(engine: Engine, cases: list[Case], modes: list[str], max_tokens: int,
             elif mode == "none@1":
                 narrow = narrow or engine.with_settings(width=1)
                 run = run_engine(narrow, case, "none", max_tokens, f"{mode}:{i}")
+            elif mode.startswith("heads@"):  # the first K of the kept heads
+                if mode not in fewer:
+                    fewer[mode] = engine.with_heads(engine.heads.first(int(mode[6:])))
+                run = run_engine(fewer[mode], case, "heads", max_tokens, f"{mode}:{i}")
             else:
                 run = run_engine(engine, case, mode, max_tokens, f"{mode}:{i}")
             runs[mode].append(run)
