@@ -160,3 +160,54 @@ def test_reuse_off_starts_cold_and_decodes_the_same(engine):
     assert cold.stats.reused_tokens == 0 and cold.stats.prefilled_tokens == cold.stats.prompt_tokens - 1
     assert cold.tokens == warm.tokens
 
+
+def test_every_drafter_samples_from_the_targets_distribution(tiny_target, tiny_draft):
+    """Under sampling the tokens differ from run to run, so losslessness is a distribution: each
+    drafter samples two tokens `N` times (one seed each), and the first, and the second where the
+    first was the likeliest token, must be distributed as the target's own next-token
+    distributions, whatever the drafter proposed (accepted, or rejected and resampled from the
+    residual). Every frequency lies within 5 standard errors of the target's probability (the
+    tokens below 2% counted as one: a normal bound says nothing of a cell that expects under one
+    sample). Prompt lookup drafts only the second: the first follows the FIM middle mark."""
+    from specd.decoding.request import Sampler
+    from specd.decoding.verify import distribution
+
+    engine = tiny_engine(tiny_target, tiny_draft, dtype="fp32", pace_drafts=False)
+    prefix, suffix = REPEATING
+    sampler = Sampler(temperature=0.7)
+    ids = engine.build_prompt(prefix, suffix).ids
+
+    def target_next(context: list[int]) -> torch.Tensor:
+        with torch.inference_mode():
+            logits = engine.target.model(torch.tensor([context])).logits[0, -1:].float()
+        return distribution(logits, sampler)[0].double()                       # [V]
+
+    first_p = target_next(ids)
+    likeliest = int(first_p.argmax())
+    second_p = target_next(ids + [likeliest])
+    n, accepted = 250, 0
+    for drafter in served(engine):
+        firsts, seconds, proposed = [], [], 0
+        for seed in range(n):
+            result = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, drafter=drafter, max_tokens=2,
+                                                       document=f"sampled-{drafter}", stop_at_suffix=False,
+                                                       sampler=Sampler(temperature=0.7, seed=seed)))
+            firsts.append(result.tokens[0])
+            if result.tokens[0] == likeliest and len(result.tokens) > 1:
+                seconds.append(result.tokens[1])
+            accepted += sum(result.stats.accepted.values())
+            proposed += sum(result.stats.proposed.values())
+        assert len(seconds) > n // 10, "too few second tokens to judge"
+        for samples, p in ((firsts, first_p), (seconds, second_p)):
+            assert within_bounds(samples, p), f"{drafter} samples another distribution"
+        assert drafter == "none" or proposed > 0, f"{drafter} never drafted: the check proves nothing of it"
+    assert accepted > 0, "no draft was ever accepted: only the rejection's path was checked"
+
+
+def within_bounds(samples: list[int], p: torch.Tensor) -> bool:
+    """Whether each common token's frequency (and the rest's, together) is within 5 standard errors."""
+    common = p >= 0.02
+    counts = torch.bincount(torch.tensor(samples), minlength=len(p)).double() / len(samples)
+    expected = torch.cat([p[common], p[~common].sum()[None]])
+    got = torch.cat([counts[common], counts[~common].sum()[None]])
+    return bool(((got - expected).abs() <= 5 * torch.sqrt(expected * (1 - expected) / len(samples)) + 1e-9).all())
