@@ -51,5 +51,5 @@ def cmd_heads(args) -> int:
 def _describe(record: dict) -> str:
     accuracy = ", ".join(f"head {k + 1} {a:.2f}" for k, a in enumerate(record["accuracy"]))
     return (f"{record['count']} heads, trained on {record['train_tokens']} tokens in {record['seconds']:.0f} s "
-            f"(reading and fitting); top-1 = the target's own token on {record['held_tokens']} held-back "
-            f"tokens: {accuracy}")
+            f"(reading and fitting, this run's part); top-1 = the target's own token on {record['held_tokens']} "
+            f"held-back tokens: {accuracy}")

@@ -128,6 +128,14 @@ class Acceptance:
             self.rates[i] += self.alpha * (float(i < agreed) - self.rates[i])
 
 
+def agreement(proposed: list[int], decoded: list[int]) -> int:
+    """How many leading tokens of a proposal the decoding then produced."""
+    agreed = 0
+    while agreed < min(len(proposed), len(decoded)) and decoded[agreed] == proposed[agreed]:
+        agreed += 1
+    return agreed
+
+
 class NoDrafter:
     """Plain decoding through the same loop: the baseline every other drafter is measured by.
     It has no state, so it is its own proposer."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from specd.decoding.drafter import DraftJob, Proposal
+from specd.decoding.drafter import DraftJob, Proposal, agreement
 from specd.decoding.policy import PassCosts, best_length
 
 
@@ -137,8 +137,5 @@ class HeadsProposer:
             return
         start, tokens, probs = self.chain
         decoded = context[start:start + len(tokens)]
-        agreed = 0
-        while agreed < len(decoded) and decoded[agreed] == tokens[agreed]:
-            agreed += 1
-        self.drafter.calibration.update(probs, agreed, len(decoded))
+        self.drafter.calibration.update(probs, agreement(tokens, decoded), len(decoded))
         self.chain = None

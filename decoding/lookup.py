@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from specd.decoding.drafter import Acceptance, DraftJob, Proposal
+from specd.decoding.drafter import Acceptance, DraftJob, Proposal, agreement
 from specd.decoding.policy import PassCosts, best_length
 
 MAX_CANDIDATES = 128  # occurrences of the last token examined per source, nearest first
@@ -102,8 +102,5 @@ class LookupProposer:
             return
         start, tokens = self.used
         decoded = context[start : start + len(tokens)]
-        agreed = 0
-        while agreed < len(decoded) and decoded[agreed] == tokens[agreed]:
-            agreed += 1
-        self.drafter.acceptance.update(agreed, len(decoded))
+        self.drafter.acceptance.update(agreement(tokens, decoded), len(decoded))
         self.used = None

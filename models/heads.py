@@ -10,7 +10,9 @@
    checkpoint every `CHECKPOINT_S` seconds and at a stop.
 3. `score`: top-1 accuracy per head on held-back files (one in ten, by name), and the heads are
    kept in `<cache>/heads/`, keyed by the target's weight files and how they run; a changed
-   target finds none and trains again. The work folder goes once the heads are kept.
+   target finds none and trains again. The features stay (a fit with other settings reads
+   nothing again) until a run of another reading plan, or `--fresh`; a fit's checkpoint goes
+   once its heads are kept.
 """
 
 from __future__ import annotations
