@@ -43,7 +43,7 @@ class EngineBench:
 
 def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> dict:
     """The results (bench/modes.py's dict) and the settings they were measured with."""
-    from specd.bench.modes import ANCHORS, bench, suffix_sweep
+    from specd.bench.modes import ANCHORS, bench, fewer_heads, suffix_sweep
     from specd.daemon.runtime import build_engine
     from specd.decoding.registry import DRAFTERS
     from specd.decoding.request import RequestError
@@ -51,16 +51,16 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
     cases = read_cases(plan.cases, plan.limit)
     modes = plan.modes + (list(ANCHORS) if plan.anchors else [])
     known = set(DRAFTERS) | {"none@1"} | set(ANCHORS)
-    if unknown := [m for m in modes if m not in known and not _fewer_heads(m)]:
+    if unknown := [m for m in modes if m not in known and not fewer_heads(m)]:
         raise RequestError(f"unknown modes {unknown}; known: {', '.join(sorted(known))}, heads@K (the first K heads)")
     if plan.quantize:
         return _weights(config, plan, cases, log)
     if plan.layerskip:
         return _layerskip(config, plan, cases, log)
     # hf-assisted drafts with the draft model too; heads@K with the kept heads
+    wanted_heads = max(map(fewer_heads, modes), default=0)
     engine = build_engine(config, drafters=[*modes, *(["draft"] if "hf-assisted" in modes else []),
-                                            *(["heads"] if any(map(_fewer_heads, modes)) else [])])
-    wanted_heads = max((int(m[6:]) for m in modes if _fewer_heads(m)), default=0)
+                                            *(["heads"] if wanted_heads else [])])
     kept_heads = engine.heads.count if engine.heads else 0
     if wanted_heads > kept_heads:
         raise RequestError(f"heads@{wanted_heads} needs that many heads kept for the target ({kept_heads} are): "
@@ -71,10 +71,6 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
         result = bench(engine, cases, modes, plan.max_tokens, log)
     result["settings"] = _settings(engine, plan)
     return result
-
-
-def _fewer_heads(mode: str) -> bool:
-    return mode.startswith("heads@") and mode[6:].isdigit() and int(mode[6:]) >= 1
 
 
 def _weights(config: Config, plan: EngineBench, cases: list, log: Callable[[str], None]) -> dict:

@@ -43,6 +43,12 @@ class Run:
     accepted: int
 
 
+def fewer_heads(mode: str) -> int:
+    """K of a `heads@K` mode (the first K of the kept heads); 0 for any other mode."""
+    name, _, count = mode.partition("@")
+    return int(count) if name == "heads" and count.isdigit() and int(count) >= 1 else 0
+
+
 def run_engine(engine: Engine, case: Case, mode: str, max_tokens: int, tag: str,
                single_line: bool = False) -> Run:
     request = CompletionRequest(prefix=case.prefix, suffix=case.suffix, document=f"bench:{tag}",
@@ -149,9 +155,9 @@ def bench(engine: Engine, cases: list[Case], modes: list[str], max_tokens: int,
             elif mode == "none@1":
                 narrow = narrow or engine.with_settings(width=1)
                 run = run_engine(narrow, case, "none", max_tokens, f"{mode}:{i}")
-            elif mode.startswith("heads@"):  # the first K of the kept heads
+            elif fewer_heads(mode):
                 if mode not in fewer:
-                    fewer[mode] = engine.with_heads(engine.heads.first(int(mode[6:])))
+                    fewer[mode] = engine.with_heads(engine.heads.first(fewer_heads(mode)))
                 run = run_engine(fewer[mode], case, "heads", max_tokens, f"{mode}:{i}")
             else:
                 run = run_engine(engine, case, mode, max_tokens, f"{mode}:{i}")

@@ -201,7 +201,7 @@ def corpus_windows(tokenizer, plan: Plan, say: Callable[[str], None]) -> tuple[l
 def read(part: str, target: LoadedModel, windows: list[list[int]], work: Path, say: Callable[[str], None]) -> None:
     """Phase 1: the target reads the windows (in chunks, as a prompt is read); each shard keeps
     their rows' hidden states and the target's next tokens. Shards already written are skipped."""
-    done = sum(int(read_cached(p)["lengths"].numel()) for p in sorted(work.glob(f"{part}-*.safetensors")))
+    done = sum(_windows_in(p) for p in work.glob(f"{part}-*.safetensors"))
     model = target.model
     lean = getattr(model, "specd_lean", None) or Lean(model)
     cache = KVCache(model, max(map(len, windows)))
@@ -226,6 +226,17 @@ def read(part: str, target: LoadedModel, windows: list[list[int]], work: Path, s
             shard = {k: [] for k in shard}
             last = time.perf_counter()
             say(f"reading {part}: {tokens_done}/{total} tokens, {clock.left(total - tokens_done)}")
+
+
+def _windows_in(shard: Path) -> int:
+    """How many windows a shard holds, read from its `lengths` alone."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(shard), "pt") as f:
+            return int(f.get_slice("lengths").get_shape()[0])
+    except (SafetensorError, OSError):
+        raise ModelError(f"{shard} is unreadable; `specd heads train --fresh` starts over") from None
 
 
 def _load_features(work: Path, part: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
