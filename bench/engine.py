@@ -134,13 +134,16 @@ def profile_kinds(kinds: list[str]) -> list[str]:
 def run_profile(config: Config, kinds: list[str], log: Callable[[str], None]) -> dict:
     """`specd bench --profile`: each weight kind's target (and the draft, once) profiled by part,
     beside its floor; one bandwidth measured for all, in the same run."""
+    import torch
+
     from specd.daemon.runtime import load_models
     from specd.decoding.profile import bandwidth_gbs, profile_model
     from specd.models.cpu import cpu_flags
+    from specd.models.hugepages import in_huge_pages
     from specd.models.load import use_threads
 
     kinds = profile_kinds(kinds)
-    gbs = bandwidth_gbs()
+    gbs = bandwidth_gbs(in_huge_pages([torch.ones(512 << 18)])[0])  # 512 MB, where weights would lie
     log(f"memory bandwidth: {gbs:.1f} GB/s")
     result = {"bandwidth_gbs": gbs, "cpu": cpu_flags(), "models": {}}
     e = config.engine.for_device("cpu")

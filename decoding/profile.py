@@ -39,9 +39,10 @@ INSIDE_MATMULS = {"aten::_weight_int4pack_mm_for_cpu", "aten::_weight_int8pack_m
 ORDER = ("matmuls", "attention", "norms, rotary", "cache writes", "sampling", "other ops", "python")
 
 
-def bandwidth_gbs(megabytes: int = 512, repeats: int = 5) -> float:
-    """GB/s of reading a buffer far larger than the caches, with every core."""
-    x = torch.ones(megabytes << 18)  # float32: megabytes * 2**20 bytes
+def bandwidth_gbs(x: torch.Tensor, repeats: int = 5) -> float:
+    """GB/s of reading `x` (float32, far larger than the caches), with every core. The caller holds
+    it in memory like the weights' (models/hugepages.py): in 2 MB pages a read is faster (33 against
+    25 GB/s on the 2-core Xeon), and a floor must be what the weights' own pages allow."""
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()

@@ -8,7 +8,8 @@ and Q8_0 for any layer the file has in another type or where no file stands behi
 (those are quantized once, from the converted weights, and cached like models/quantize.py's). The
 rest (norms, biases) is read from the folder's safetensors in float32, in which the whole model
 then computes between the matmuls. Each K-quant tensor is held as the kernels in use read it
-fastest (qkernel.layout: the AVX2 body's paired layout), laid out once and kept (models/laidout.py).
+fastest (qkernel.layout: the AVX2 body's paired layout), laid out once and kept (models/laidout.py),
+and read from 2 MB pages (models/hugepages.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from specd.decoding.blocks import BlockEmbedding, BlockLinear, q8_0
 from specd.decoding.qkernel import Q8_0
 from specd.models.groups import GROUPS, read_blocks
+from specd.models.hugepages import in_huge_pages
 from specd.models.laidout import laid_out
 from specd.models.quantize import read_cached, write_cached
 
@@ -71,7 +73,8 @@ def _blocks(model, kept: dict, dense: _Dense, folder: Path, cache_dir: Path, say
     chosen = {n: kept[n] if n in kept else (Q8_0, made[n]) for n in own}
     if tied:
         chosen["lm_head"] = chosen["model.embed_tokens"]
-    for name, (kind, raw) in chosen.items():
+    placed = in_huge_pages([raw for _, raw in chosen.values()])
+    for (name, (kind, _)), raw in zip(chosen.items(), placed):
         yield name, kind, raw
 
 

@@ -24,6 +24,7 @@ from specd.decoding.curve import CostCurve
 from specd.decoding.loaded import LoadedModel
 from specd.decoding.measure import measure_curve
 from specd.decoding.settings import EngineSettings
+from specd.models.hugepages import wanted as huge_pages_wanted
 from specd.models.measured import machine, write_atomic
 from specd.models.quantize import weight_key
 
@@ -46,6 +47,7 @@ def curve_key(target: LoadedModel, draft: LoadedModel | None, settings: EngineSe
         "target": f"{target.folder.name}-{weight_key(target.folder)}-{target.weights}",
         "width": settings.width, "capacity": settings.capacity,
         "kernels": machine()["kernels"],  # specd's own: a rebuilt library may cost otherwise
+        "huge_pages": int(huge_pages_wanted()),  # where the weights lie: a width-1 pass 25% apart
     }
     if draft is not None:
         key["draft"] = f"{draft.folder.name}-{weight_key(draft.folder)}-{draft.weights}-{draft.dtype}"

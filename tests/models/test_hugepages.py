@@ -1,0 +1,69 @@
+"""The block weights copied into memory advised for 2 MB pages (models/hugepages.py): the same
+bytes, a tied layer still shared, the same bits from a model, and left where they were when asked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specd.decoding.blocks import BlockLinear
+from specd.models import hugepages
+from tests.models.test_laidout import k_quant_folder, kernels, logits  # noqa: F401 (fixtures)
+
+needs_thp = pytest.mark.skipif(not hugepages.wanted(), reason="no transparent huge pages on this machine")
+
+
+def mapping_of(tensor: torch.Tensor) -> dict[str, str]:
+    """The /proc/self/smaps fields of the mapping that holds `tensor`'s first byte."""
+    address, fields, inside = tensor.data_ptr(), {}, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                low, high = (int(part, 16) for part in head.split("-"))
+                if inside:
+                    break
+                inside = low <= address < high
+            elif inside:
+                key, value = line.split(":", 1)
+                fields[key] = value.strip()
+    return fields
+
+
+@needs_thp
+def test_tensors_are_copied_into_one_region_advised_for_huge_pages(monkeypatch):
+    monkeypatch.delenv("SPECD_HUGE_PAGES", raising=False)
+    blocks = torch.randint(0, 256, (300, 144), dtype=torch.uint8)
+    floats = torch.randn(7, 33)
+    placed = hugepages.in_huge_pages([blocks, floats, blocks])
+    assert [t.shape for t in placed] == [blocks.shape, floats.shape, blocks.shape]
+    assert [t.dtype for t in placed] == [torch.uint8, torch.float32, torch.uint8]
+    assert torch.equal(placed[0], blocks) and torch.equal(placed[1], floats)
+    assert placed[0].data_ptr() != blocks.data_ptr(), "a copy, not the tensor it was given"
+    assert placed[2].data_ptr() == placed[0].data_ptr(), "one tensor given twice is copied once"
+    assert placed[1].data_ptr() % hugepages.ALIGN == 0
+    advised = mapping_of(placed[0])
+    assert advised.get("THPeligible") == "1", f"the region is not advised for huge pages: {advised}"
+
+
+def test_turned_off_the_tensors_stay_where_they_are(monkeypatch):
+    monkeypatch.setenv("SPECD_HUGE_PAGES", "0")
+    assert not hugepages.wanted()
+    blocks = torch.randint(0, 256, (30, 144), dtype=torch.uint8)
+    [same] = hugepages.in_huge_pages([blocks])
+    assert same is blocks
+
+
+@needs_thp
+def test_a_block_model_in_huge_pages_computes_the_same_bits(k_quant_folder, tmp_path, kernels, monkeypatch):  # noqa: F811
+    from specd.models.blocks import block_model
+
+    monkeypatch.setenv("SPECD_HUGE_PAGES", "0")
+    mapped, _ = block_model(k_quant_folder, tmp_path)
+    monkeypatch.delenv("SPECD_HUGE_PAGES")
+    placed, _ = block_model(k_quant_folder, tmp_path)
+    linear = next(m for m in placed.modules() if isinstance(m, BlockLinear))
+    assert mapping_of(linear.blocks).get("THPeligible") == "1"
+    if placed.config.tie_word_embeddings:
+        assert placed.lm_head.blocks.data_ptr() == placed.model.embed_tokens.blocks.data_ptr()
+    assert torch.equal(logits(placed), logits(mapped))
