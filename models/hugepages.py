@@ -2,10 +2,10 @@
 
 A width-1 pass streams every weight once, 934 MB for the built-in target. Held in the 4 KB pages
 of a mapped file, the kernels read them at 16-17 GB/s on the 2-core Xeon, where a plain sum reads
-memory at 25-31: each 4 KB page is a TLB miss and a page walk, and the hardware prefetchers stop
+memory at 25-33: each 4 KB page is a TLB miss and a page walk, and the hardware prefetchers stop
 at every page's end. Copied once into anonymous memory advised MADV_HUGEPAGE (Linux's transparent
-huge pages), the same kernels read them at 25 GB/s: the layers' matmuls of a width-1 pass went
-from 47 to 32 ms in one process (`bench/kernel_ab.py --pass`).
+huge pages), the same kernels read them at ~21 GB/s: the target's width-1 pass went from 70.8 to
+53.0 ms (`specd bench --profile` with SPECD_HUGE_PAGES=0, then without, one script; README).
 
 The copy costs a start a few tenths of a second and no memory: the mapped file's pages count as
 resident as much as the copy does, and only the copy is kept. Where the kernel has transparent
