@@ -9,6 +9,8 @@ blocks in the layout it asks for (`specd_layout`, where it has one), laid out as
     cp decoding/_kernels*.so /tmp/before.so      # then change the kernels and rebuild
     .venv/bin/python -m specd.bench.kernel_ab /tmp/before.so decoding/_kernels*.so --widths 1,2,4,8,16
 
+SPECD_KERNELS (avx2, avxvnni, portable) runs both on a lower body than the CPU's best, as the engine does.
+
 Blocks come from the configured target's converted folder (`specd-gguf-blocks.safetensors`), or
 from --blocks FILE.
 """
@@ -47,6 +49,8 @@ def load_library(path: Path) -> ctypes.CDLL:
     lib.specd_act_bytes.argtypes = [i, i]
     lib.specd_threads.argtypes = [i]
     lib.specd_threads(1)
+    lib.specd_kernel_level.argtypes = [i]
+    qkernel._force_from_environment(lib)  # $SPECD_KERNELS: both libraries run the same lower body
     if hasattr(lib, "specd_layout"):
         lib.specd_layout.argtypes = [i]
         lib.specd_relayout.argtypes = [i, i, p, ctypes.c_size_t]
@@ -142,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no quantized blocks of layer {args.layer} in {blocks}", file=sys.stderr)
         return 2
     libs = {"before": load_library(args.before), "after": load_library(args.after)}
-    print(f"{len(matrices)} matrices of layer {args.layer} ({blocks}); one thread; ms for all of them once")
+    body = qkernel.LEVELS[libs["after"].specd_kernel_level(-1)]
+    print(f"{len(matrices)} matrices of layer {args.layer} ({blocks}); one thread, {body} kernels; "
+          "ms for all of them once")
     for width, ms in compare(libs, matrices, widths, args.reps).items():
         ratio = ms["after"] / ms["before"]
         print(f"width {width:2d}: before {ms['before']:7.2f}  after {ms['after']:7.2f}  after/before {ratio:.3f}")
