@@ -73,9 +73,19 @@ def _blocks(model, kept: dict, dense: _Dense, folder: Path, cache_dir: Path, say
     chosen = {n: kept[n] if n in kept else (Q8_0, made[n]) for n in own}
     if tied:
         chosen["lm_head"] = chosen["model.embed_tokens"]
-    placed = in_huge_pages([raw for _, raw in chosen.values()])
-    for (name, (kind, _)), raw in zip(chosen.items(), placed):
-        yield name, kind, raw
+    placed = _streamed_in_huge_pages(model, chosen)
+    for name, (kind, raw) in chosen.items():
+        yield name, kind, placed.get(id(raw), raw)
+
+
+def _streamed_in_huge_pages(model, chosen: dict[str, tuple[int, torch.Tensor]]) -> dict[int, torch.Tensor]:
+    """Copies in 2 MB pages (models/hugepages.py) of the blocks every pass streams, by the id of
+    the tensor each replaces: every linear layer's, and so a tied embedding's. An untied embedding
+    stays mapped: a pass reads a few of its rows, and copying it would make 190 MB of the built-in
+    target's resident that never are."""
+    streamed = list({id(raw): raw for name, (_, raw) in chosen.items()
+                     if not isinstance(model.get_submodule(name), torch.nn.Embedding)}.values())
+    return {id(raw): copy for raw, copy in zip(streamed, in_huge_pages(streamed))}
 
 
 def _q8_layers(names: list[str], dense: _Dense, folder: Path, cache_dir: Path, say) -> dict[str, torch.Tensor]:

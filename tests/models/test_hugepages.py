@@ -1,5 +1,6 @@
 """The block weights copied into memory advised for 2 MB pages (models/hugepages.py): the same
-bytes, a tied layer still shared, the same bits from a model, and left where they were when asked."""
+bytes, a tied layer still shared, an untied embedding left mapped, the same bits from a model, and
+left where they were when asked."""
 
 from __future__ import annotations
 
@@ -64,6 +65,25 @@ def test_a_block_model_in_huge_pages_computes_the_same_bits(k_quant_folder, tmp_
     placed, _ = block_model(k_quant_folder, tmp_path)
     linear = next(m for m in placed.modules() if isinstance(m, BlockLinear))
     assert mapping_of(linear.blocks).get("THPeligible") == "1"
-    if placed.config.tie_word_embeddings:
+    embedding = mapping_of(placed.model.embed_tokens.blocks).get("THPeligible")
+    if placed.config.tie_word_embeddings:  # the output layer streams it: one copy, shared
         assert placed.lm_head.blocks.data_ptr() == placed.model.embed_tokens.blocks.data_ptr()
+        assert embedding == "1"
+    else:  # a few rows a pass: left mapped, not made resident whole
+        assert embedding != "1"
     assert torch.equal(logits(placed), logits(mapped))
+
+
+@needs_thp
+def test_a_tied_embedding_is_placed_with_the_output_layer_that_streams_it(monkeypatch):
+    from specd.models.blocks import _streamed_in_huge_pages
+
+    monkeypatch.delenv("SPECD_HUGE_PAGES", raising=False)
+    model = torch.nn.Module()
+    model.embed = torch.nn.Embedding(4, 8)
+    model.proj, model.head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+    table, proj = torch.randint(0, 256, (4, 144), dtype=torch.uint8), torch.randint(0, 256, (8, 144), dtype=torch.uint8)
+    untied = _streamed_in_huge_pages(model, {"embed": (12, table), "proj": (12, proj), "head": (12, table.clone())})
+    assert id(table) not in untied and id(proj) in untied
+    tied = _streamed_in_huge_pages(model, {"embed": (12, table), "proj": (12, proj), "head": (12, table)})
+    assert torch.equal(tied[id(table)], table) and mapping_of(tied[id(table)]).get("THPeligible") == "1"
