@@ -66,7 +66,43 @@ def in_huge_pages(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         copy = torch.frombuffer(region, dtype=torch.uint8, count=nbytes, offset=start + offset)
         copy.copy_(t.contiguous().view(-1).view(torch.uint8))
         placed[id(t)] = copy.view(t.dtype).view(t.shape)
+    _let_go(distinct)
     return [placed[id(t)] for t in tensors]
+
+
+def _let_go(copied: list[torch.Tensor]) -> None:
+    """Take the pages of `copied` that a file backs out of this process (madvise DONTNEED: the
+    file's cached pages stay, for the next start). safetensors maps a whole file as one storage,
+    so a tensor of it left mapped (an untied embedding) keeps the mapping, and every page the copy
+    read in, resident: 1 GB of the built-in target's laid-out file. Pages of anonymous memory are
+    left alone: DONTNEED would zero them, and a caller may still read its tensors."""
+    import ctypes
+
+    files = _file_mappings()
+    page = mmap.PAGESIZE
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for t in copied:
+        start = t.data_ptr()
+        end = start + t.numel() * t.element_size()
+        first, last = -(-start // page) * page, end // page * page   # whole pages of `t` alone
+        if last > first and any(low <= start and end <= high for low, high in files):
+            madvise(first, last - first, mmap.MADV_DONTNEED)
+
+
+def _file_mappings() -> list[tuple[int, int]]:
+    """[start, end) of this process's mappings of files (/proc/self/maps lines naming a path)."""
+    try:
+        lines = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return []
+    spans = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[5].startswith("/"):
+            low, high = fields[0].split("-")
+            spans.append((int(low, 16), int(high, 16)))
+    return spans
 
 
 def _aligned_start(region: mmap.mmap) -> int:

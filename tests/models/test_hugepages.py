@@ -87,3 +87,27 @@ def test_a_tied_embedding_is_placed_with_the_output_layer_that_streams_it(monkey
     assert id(table) not in untied and id(proj) in untied
     tied = _streamed_in_huge_pages(model, {"embed": (12, table), "proj": (12, proj), "head": (12, table)})
     assert torch.equal(tied[id(table)], table) and mapping_of(tied[id(table)]).get("THPeligible") == "1"
+
+
+@needs_thp
+def test_the_pages_a_copy_read_from_a_mapped_file_are_let_go(tmp_path, monkeypatch):
+    """safetensors maps a file whole: a tensor of it left mapped (an untied embedding) would keep
+    every page the copy read resident. The copied tensors' pages leave the process; the file's
+    bytes are still there to read."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    monkeypatch.delenv("SPECD_HUGE_PAGES", raising=False)
+    layers = torch.randint(0, 256, (4096, 1024), dtype=torch.uint8)     # 4 MB, streamed
+    table = torch.randint(0, 256, (1024, 1024), dtype=torch.uint8)      # 1 MB, left mapped
+    save_file({"layers": layers, "table": table}, str(tmp_path / "blocks.safetensors"))
+    with safe_open(str(tmp_path / "blocks.safetensors"), "pt") as f:
+        mapped, kept = f.get_tensor("layers"), f.get_tensor("table")
+    assert any(low <= mapped.data_ptr() < high for low, high in hugepages._file_mappings()), \
+        "safetensors maps the file"
+    mapped.sum(), kept.sum()                                             # both read in
+    before = int(mapping_of(mapped)["Rss"].split()[0])
+    [copy] = hugepages.in_huge_pages([mapped])
+    after = int(mapping_of(kept)["Rss"].split()[0])
+    assert after <= before - 3 * 1024, f"{before} kB resident before the copy, {after} kB after"
+    assert torch.equal(copy, layers) and torch.equal(mapped, layers) and torch.equal(kept, table)
