@@ -4,7 +4,7 @@
 # and the start is timed), `specd replay`, its RSS and `specd status`, `specd stop`; then the same
 # typing into llama.cpp's server with llama.vim's requests (bench/llama_replay.py, where
 # LLAMA_SERVER names one; LLAMA_GGUF the target's GGUF). The commit runs from a worktree of its own
-# as bench/start_ab.sh runs it (first on PYTHONPATH, its own build of the kernels where they differ).
+# (bench/worktree.sh: first on PYTHONPATH, its own build of the kernels where they differ).
 #   bench/replay_ab.sh COMMIT [FOLDER] [FILES] [OUT_DIR]   (default bench/typing, 10, bench-out/ab)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,16 +14,9 @@ files=${3:-10}
 out=${4:-bench-out/ab}
 mkdir -p "$out"
 args=("$folder" --files "$files" --cps 8 --pause-ms 1000)
-base=$(mktemp -d)
 specd_stop() { .venv/bin/specd stop > /dev/null 2>&1 || true; }
-trap 'specd_stop; git worktree remove --force "$base/specd" >/dev/null 2>&1; rm -rf "$base"' EXIT
-git worktree add --detach -q "$base/specd" "$commit"
-if git diff --quiet "$commit" -- decoding/kernels setup.py; then
-  cp decoding/_kernels*.so "$base/specd/decoding/"
-else
-  root=$PWD
-  (cd "$base/specd" && "$root/.venv/bin/python" setup.py -q build_ext --inplace > /dev/null)
-fi
+. bench/worktree.sh
+worktree_at "$commit"
 . bench/machine.sh
 machine_header
 echo "${args[*]}"

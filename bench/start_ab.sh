@@ -8,16 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 commit=${1:?usage: bench/start_ab.sh COMMIT [ROUNDS]}
 rounds=${2:-4}
-base=$(mktemp -d)
-trap 'specd_stop; git worktree remove --force "$base/specd" >/dev/null 2>&1; rm -rf "$base"' EXIT
 specd_stop() { .venv/bin/specd stop > /dev/null 2>&1 || true; }
-git worktree add --detach -q "$base/specd" "$commit"
-if git diff --quiet "$commit" -- decoding/kernels setup.py; then
-  cp decoding/_kernels*.so "$base/specd/decoding/"
-else
-  root=$PWD
-  (cd "$base/specd" && "$root/.venv/bin/python" setup.py -q build_ext --inplace)
-fi
+. bench/worktree.sh
+worktree_at "$commit"
 . bench/machine.sh
 machine_header
 specd_stop
