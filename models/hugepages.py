@@ -16,6 +16,7 @@ matmul are the same either way; only where the bytes lie changes.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 import os
@@ -76,8 +77,6 @@ def _let_go(copied: list[torch.Tensor]) -> None:
     so a tensor of it left mapped (an untied embedding) keeps the mapping, and every page the copy
     read in, resident: 1 GB of the built-in target's laid-out file. Pages of anonymous memory are
     left alone: DONTNEED would zero them, and a caller may still read its tensors."""
-    import ctypes
-
     files = _file_mappings()
     page = mmap.PAGESIZE
     madvise = ctypes.CDLL(None, use_errno=True).madvise
@@ -107,7 +106,5 @@ def _file_mappings() -> list[tuple[int, int]]:
 
 def _aligned_start(region: mmap.mmap) -> int:
     """The offset in `region` of its first 2 MB boundary (huge pages map only whole aligned 2 MB)."""
-    import ctypes
-
     address = ctypes.addressof(ctypes.c_char.from_buffer(region))
     return -address % HUGE
