@@ -45,7 +45,8 @@ class KVCache:
         self.capacity = capacity
         self.past = StaticCache(config=model.config, max_cache_len=capacity)
         self.tokens: list[int] = []  # ids whose KV is in `past`, position by position
-        self.rows: Rows | None = None  # the last full pass's kept rows (decoding/lean.py writes them)
+        # the last full pass's kept rows: lean.py writes them, forward.py on transformers' path
+        self.rows: Rows | None = None
 
     def common_prefix(self, ids: list[int]) -> int:
         """How many leading ids of `ids` the cache already holds."""
