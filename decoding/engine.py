@@ -39,7 +39,7 @@ from specd.decoding.request import Completion, CompletionRequest, RequestError
 from specd.decoding.settings import EngineSettings
 from specd.decoding.stats import Stats, Step
 from specd.decoding.stops import Stopper, StopRules
-from specd.decoding.verify import accept_greedy, accept_sampled
+from specd.decoding.verify import accept_greedy, accept_sampled, probabilities
 from specd.decoding.widths import Probe, measure_probe
 
 NO_DRAFT = (" (no draft model loaded: models.draft = \"auto\" loads the built-in one where completion.drafter "
@@ -218,7 +218,7 @@ class Engine:
             self.stop_ids, request.max_tokens, request.single_line,
             request.suffix if request.stop_at_suffix else "",
             None if request.deadline_s is None else now + request.deadline_s,
-            None if request.cut_s is None else now + request.cut_s))
+            None if request.cut_s is None else now + request.cut_s, self.settings.min_probability))
         generator = torch.Generator().manual_seed(request.sampler.seed)
         job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft, slot.target)
         outcome = "cancelled"
@@ -262,9 +262,11 @@ class Engine:
             stats.record(Step(proposal.drafter, len(proposal.tokens), accepted,
                               (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match,
                               proposal.prefill_s * 1e3))
-            for new in proposal.tokens[:accepted] + [token]:
+            committed = proposal.tokens[:accepted] + [token]
+            sure = probabilities(logits, committed) if stopper.rules.min_probability else [1.0] * len(committed)
+            for new, probability in zip(committed, sure):
                 context.append(new)
-                if stopper.push(new):
+                if stopper.push(new, probability):
                     break
         return "done"
 

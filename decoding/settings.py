@@ -25,7 +25,7 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     width: int = 16                  # the widest target pass; how many drafted tokens a pass verifies is chosen
                                      # by the pass costs measured on this machine (decoding/policy.py)
     prefill_chunk: int = 128         # tokens per prefill pass (the cancel granularity)
-    prefix_tokens: int = 1536        # llama.cpp's infill takes as much; chosen by `bench/budget_sweep.sh` (README)
+    prefix_tokens: int = 1536        # llama.cpp's infill takes as much; chosen by `bench/engine_sweep.sh` (README)
     suffix_tokens: int = -1          # -1: the measured default for the device (SUFFIX_DEFAULT)
     extra_tokens: int = 0            # other open files in the prompt (always used by lookup)
     max_tokens_limit: int = 256      # the most a request may ask for; sizes the caches
@@ -39,6 +39,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # in the first verify pass, where the probe finds the same bits
     draft_confidence: float = 0.0    # the draft also stops once the product of its tokens' probabilities is
                                      # less (0: where the pass costs say it stops paying, alone)
+    min_probability: float = 0.8     # once a completion shows text, end it before a token the target gives less
+                                     # (0: never); chosen by `bench/engine_sweep.sh` (README)
     cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (~7 on the
                                      # built-in pair's float32 caches: the daemon stays within 2.5 GB)
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves

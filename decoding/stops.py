@@ -6,6 +6,11 @@ it has passed, the completion ends at the next line end, like llama.cpp's `t_max
 the cut: once that has passed with the first line still unfinished, the completion ends at the
 next word's end. What is cut is a prefix of the target's own text, shown within a
 pause rather than after it; the rest follows from the next request.
+
+And doubt (`min_probability`): once the completion shows some text, it ends before the first
+token the target itself gives less than that probability. What is shown is still the target's
+own text, only shorter where the target was unsure of the rest: a prefix a person can take, where
+the whole suggestion would likely be wrong from there on (the replay's figures in the README).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class StopRules:
     suffix_text: str = ""           # the document after the cursor (for the repeat stop)
     deadline: float | None = None  # time.monotonic() after which to end at the next line end
     cut: float | None = None       # time.monotonic() after which to end at the next word end
+    min_probability: float = 0.0   # after some text, end before a token the target gives less (0: never)
 
 
 class Stopper:
@@ -39,11 +45,14 @@ class Stopper:
     def done(self) -> bool:
         return self.reason is not None
 
-    def push(self, token: int) -> bool:
-        """Take the next token; True when the completion has ended (with or without it)."""
+    def push(self, token: int, probability: float = 1.0) -> bool:
+        """Take the next token, which the target gave `probability`; True when the completion has
+        ended (with or without it)."""
         assert not self.done, "no tokens after the end"
         if token in self.rules.stop_ids:
             return self._end("stop_token")
+        if probability < self.rules.min_probability and self.text.strip():
+            return self._end("unsure")
         self.tokens.append(token)
         return self._grown(self.tokenizer.decode(self.tokens, skip_special_tokens=False), len(self.tokens))
 

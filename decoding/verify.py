@@ -28,6 +28,13 @@ def distribution(logits: torch.Tensor, sampler: Sampler) -> torch.Tensor:
     return p
 
 
+def probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
+    """The probability row i of `logits` [>= len(tokens), V] gives tokens[i] (softmax, float32).
+    Row by row, so a row's value never depends on how many rows its pass had: a stop decided by
+    it (decoding/stops.py) falls where plain decoding's does, whatever drafted the tokens."""
+    return [float(torch.exp(row[token] - torch.logsumexp(row, 0))) for row, token in zip(logits.float(), tokens)]
+
+
 def accept_greedy(logits: torch.Tensor, draft: list[int]) -> tuple[int, int]:
     """logits [len(draft) + 1, V] -> (accepted draft tokens, the target's next token)."""
     best = logits.argmax(dim=-1).tolist()

@@ -1,4 +1,4 @@
-"""daemon/config.py: the `[trigger]` section read, checked, and printed back."""
+"""daemon/config.py: the `[trigger]` section (and engine.min_probability) read, checked, and printed back."""
 
 from __future__ import annotations
 
@@ -47,3 +47,14 @@ def test_render_prints_the_trigger_section_as_toml_that_reads_back(tmp_path):
     text = render(config)
     assert '[trigger]\nauto = true\ndelay_ms = 100\nlanguages = {"markdown" = false, "c++" = true}\n' in text
     assert load_config(config_file(tmp_path, text)) == config
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.0", '"high"'])
+def test_a_bad_least_probability_is_refused_naming_it(tmp_path, value):
+    with pytest.raises(ConfigError) as error:
+        load_config(config_file(tmp_path, f"[engine]\nmin_probability = {value}\n"))
+    assert "min_probability" in str(error.value)
+
+
+def test_a_least_probability_is_read(tmp_path):
+    assert load_config(config_file(tmp_path, "[engine]\nmin_probability = 0.6\n")).engine.min_probability == 0.6

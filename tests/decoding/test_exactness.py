@@ -92,6 +92,25 @@ def test_every_drafter_gives_plain_greedy_tokens(engine, prompt):
     assert proposed > accepted > 0, "the drafts were neither all accepted nor all rejected"
 
 
+@pytest.mark.parametrize("prompt", [REPEATING, scrambled(1)], ids=["repeating", "scrambled1"])
+def test_every_drafter_ends_where_plain_greedy_doubts(engine, prompt):
+    """engine.min_probability ends a completion at the target's first unsure token: where plain
+    greedy ends it, whatever drafted the tokens and however wide the pass that scored them."""
+    prefix, suffix = prompt
+    whole = engine.complete(request(prefix, suffix, "none", "whole"))
+    for least in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9):  # the first that ends it part-way
+        doubting = engine.with_settings(min_probability=least)
+        plain = doubting.complete(request(prefix, suffix, "none", "plain"))
+        if plain.stop_reason == "unsure" and len(plain.tokens) > 1:
+            break
+    else:
+        pytest.fail("no least probability ended plain greedy part-way")
+    assert whole.tokens[:len(plain.tokens)] == plain.tokens, "a prefix of the whole completion"
+    for drafter in served(doubting):
+        result = doubting.complete(request(prefix, suffix, drafter, f"doubt-{drafter}"))
+        assert (result.tokens, result.stop_reason) == (plain.tokens, "unsure"), f"{drafter} ended elsewhere"
+
+
 @pytest.mark.parametrize("shape", [STEEP, CHEAP], ids=["steep", "cheap"])
 @pytest.mark.parametrize("prompt", [REPEATING, scrambled(0)], ids=["repeating", "scrambled0"])
 def test_every_drafter_gives_plain_greedy_tokens_whatever_the_curve(engine, shape, prompt):

@@ -1,4 +1,4 @@
-"""Stops: stop tokens, the token limit, single-line, suffix repeat and the deadline."""
+"""Stops: stop tokens, the token limit, single-line, suffix repeat, the deadline and doubt."""
 
 from __future__ import annotations
 
@@ -67,3 +67,21 @@ def test_before_the_cut_nothing_is_cut(tokenizer):
 def test_the_cut_never_ends_a_later_line(tokenizer):
     s = feed(tokenizer, "\nvalue = 1\n", cut=time.monotonic() - 1)
     assert s.reason is None and s.text == "\nvalue = 1\n", "past the first line the deadline decides"
+
+
+def test_doubt_ends_before_the_first_unsure_token_once_text_shows(tokenizer):
+    ids = tokenizer.encode("    value = compute(alpha)", add_special_tokens=False)
+    s = Stopper(tokenizer, StopRules(frozenset(), 50, min_probability=0.5))
+    assert not s.push(ids[0], 0.1), "nothing visible yet: an unsure first token is still shown"
+    for token in ids[1:3]:
+        assert not s.push(token, 0.9)
+    assert s.push(ids[3], 0.49)
+    assert s.reason == "unsure" and s.tokens == ids[:3], "the unsure token is not kept"
+    assert s.text == tokenizer.decode(ids[:3])
+
+
+def test_no_doubt_without_a_least_probability(tokenizer):
+    s = Stopper(tokenizer, StopRules(frozenset(), 50))
+    for token in tokenizer.encode("x = 1", add_special_tokens=False):
+        assert not s.push(token, 0.0)
+    assert s.text == "x = 1" and s.reason is None
