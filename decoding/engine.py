@@ -263,8 +263,8 @@ class Engine:
                               (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match,
                               proposal.prefill_s * 1e3))
             committed = proposal.tokens[:accepted] + [token]
-            sure = probabilities(logits, committed) if stopper.rules.min_probability else [1.0] * len(committed)
-            for new, probability in zip(committed, sure):
+            probs = probabilities(logits, committed) if stopper.rules.min_probability else [1.0] * len(committed)
+            for new, probability in zip(committed, probs):
                 context.append(new)
                 if stopper.push(new, probability):
                     break

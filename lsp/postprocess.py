@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from specd.lsp.context import Cursor
 
 PAIRS = {"(": ")", "[": "]", "{": "}"}
-TRUNCATED = {"max_tokens", "deadline"}
+TRUNCATED = {"max_tokens", "deadline"}  # not "unsure": a closer there would guess past the target's doubt
 
 
 @dataclass(frozen=True)
