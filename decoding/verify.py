@@ -32,7 +32,8 @@ def probabilities(logits: torch.Tensor, tokens: list[int]) -> list[float]:
     """The probability row i of `logits` [>= len(tokens), V] gives tokens[i] (softmax, float32).
     Row by row, so a row's value never depends on how many rows its pass had: a stop decided by
     it (decoding/stops.py) falls where plain decoding's does, whatever drafted the tokens."""
-    return [float(torch.exp(row[token] - torch.logsumexp(row, 0))) for row, token in zip(logits.float(), tokens)]
+    rows = logits[:len(tokens)].float()   # the committed rows only, not a bf16 pass's whole width
+    return [float(torch.exp(row[token] - torch.logsumexp(row, 0))) for row, token in zip(rows, tokens)]
 
 
 def accept_greedy(logits: torch.Tensor, draft: list[int]) -> tuple[int, int]:
