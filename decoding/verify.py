@@ -16,8 +16,12 @@ from specd.decoding.request import Sampler
 
 
 def distribution(logits: torch.Tensor, sampler: Sampler) -> torch.Tensor:
-    """The distribution to sample from: softmax(logits / T), cut to the top-p nucleus."""
-    p = torch.softmax(logits.float() / sampler.temperature, dim=-1)            # [..., V]
+    """The distribution to sample from: softmax(logits / T), cut to the top-p nucleus. The top
+    logit is taken off first and T is at least float32's least normal value, so a temperature
+    near 0 (a client may send 1e-300) makes the argmax's 0 and the others' -inf, never inf or 0/0."""
+    z = logits.float()
+    t = max(sampler.temperature, torch.finfo(torch.float32).tiny)
+    p = torch.softmax((z - z.amax(dim=-1, keepdim=True)) / t, dim=-1)            # [..., V]
     if sampler.top_p < 1.0:
         sorted_p, order = p.sort(dim=-1, descending=True)
         outside = sorted_p.cumsum(-1) - sorted_p >= sampler.top_p              # mass before it

@@ -99,3 +99,13 @@ def test_a_top_p_below_float32s_least_value_keeps_the_top_token():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     p = distribution(logits, Sampler(temperature=1.0, top_p=7.652222390931483e-217))[0]
     assert torch.equal(p, torch.tensor([1.0, 0.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("temperature", [2e-217, 1e-30, 1e-6])
+def test_a_temperature_near_zero_samples_the_argmax(temperature):
+    """A client may send any temperature above 0 (the fuzz test sent 2e-217): logits / T then
+    overflowed float32 to inf, and softmax gave NaN, an internal error for that request."""
+    logits = torch.tensor([[1.5, 7.25, -3.0, 7.0], [0.0, 0.0, 2.0, -1.0]])
+    p = distribution(logits, Sampler(temperature=temperature))
+    assert torch.isfinite(p).all()
+    assert p.argmax(-1).tolist() == [1, 2] and p.max(-1).values.tolist() == [1.0, 1.0]
