@@ -68,3 +68,23 @@ def test_a_cancel_during_a_decoding_pass_stops_it_between_layers(tiny_target, tm
     assert ran == {"first": 1, "last": 0}, "the pass stopped after its first layer"
     again = engine.complete(request)
     assert again.outcome == "done" and again.tokens == fresh.tokens and again.tokens
+
+
+def test_a_cancel_during_a_prefill_chunk_stops_it_between_layers(tiny_target, tmp_path):
+    """A read on the idle lane gives way to a keystroke within a layer, not a chunk: the chunk in
+    progress is given up (the cache as before it), the chunks before it stay."""
+    request = CompletionRequest(prefix=LONG_PREFIX, drafter="none", max_tokens=8, stop_at_suffix=False,
+                                document="doc")
+    fresh = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf").complete(request)
+    engine = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf")
+    layers = engine.target.model.model.layers
+    ran = {"first": 0, "last": 0}
+    layers[0].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("first", ran["first"] + 1))
+    layers[-1].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("last", ran["last"] + 1))
+    stopped = engine.complete(request, lambda: ran["first"] >= 2)   # in the second chunk, after its first layer
+    assert stopped.outcome == "cancelled"
+    assert ran == {"first": 2, "last": 1}, "the second chunk stopped after its first layer"
+    assert stopped.stats.prefilled_tokens == engine.settings.prefill_chunk, "the first chunk stayed"
+    again = engine.complete(request)
+    assert again.stats.reused_tokens == engine.settings.prefill_chunk
+    assert again.outcome == "done" and again.tokens == fresh.tokens
