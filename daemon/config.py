@@ -171,9 +171,10 @@ def _validated(config: Config, path: Path) -> Config:
     e, c, d = config.engine, config.completion, config.daemon
     checks = [
         (1 <= e.width <= 64, "engine.width must be 1..64"),
-        (e.prefill_chunk >= 1, "engine.prefill_chunk must be at least 1"),
+        (e.prefill_chunk >= 1 or e.prefill_chunk == -1, "engine.prefill_chunk must be -1 (device default) or more"),
         (e.prefix_tokens >= 0 and e.extra_tokens >= 0, "token budgets must not be negative"),
         (e.suffix_tokens >= -1, "engine.suffix_tokens must be -1 (device default) or more"),
+        (e.glance_tokens >= -1, "engine.glance_tokens must be -1 (device default), 0 (never) or more"),
         (1 <= c.max_tokens <= e.max_tokens_limit, "completion.max_tokens must be 1..engine.max_tokens_limit"),
         (0.0 <= c.temperature <= 5.0, "completion.temperature must be 0..5"),
         (0.0 < c.top_p <= 1.0, "completion.top_p must be in (0, 1]"),

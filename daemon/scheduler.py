@@ -11,11 +11,18 @@ A request whose answer is kept (daemon/answers.py) is answered at once, without 
 prefetch (the accept branch of a suggestion just shown) waits in a lane of its own that the worker
 takes only when no one is waiting: any other request preempts it at its next step boundary, except
 the request for that very answer, which waits for it and takes its answer (the Tab it prefetched).
+
+A request answered from a glance (the engine had not read its document's prompt yet:
+engine.glance_tokens) leaves a read of that whole prompt in the same lane: a job of the
+scheduler's own (client READER, no reply), which any request preempts and a newer prefetch of the
+document supersedes; what it computed stays cached, and the next glance asks for it again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -26,6 +33,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+import msgspec
+
 from specd.daemon import protocol
 from specd.daemon.answers import Answers, answer_key
 from specd.daemon.backend import Backend
@@ -35,6 +44,7 @@ from specd.decoding.stats import Stats
 log = logging.getLogger("specd.scheduler")
 
 Cause = Literal["superseded", "preempted", "cancel", "disconnect", "shutdown"]
+READER = -1  # the client of the scheduler's own reads after a glance (connections count from 1)
 
 
 @dataclass(eq=False)
@@ -64,10 +74,15 @@ class Job:
     def prefetch(self) -> bool:
         return self.message.prefetch
 
+    @property
+    def read(self) -> bool:
+        """The scheduler's own read of a whole prompt after a glance."""
+        return self.client == READER
+
     @cached_property
     def answer(self) -> bytes | None:
-        """The key of its answer in the suggestion cache (None: it can have none)."""
-        return answer_key(self.request)
+        """The key of its answer in the suggestion cache (None: it can have none; a read's one token is no answer)."""
+        return None if self.read else answer_key(self.request)
 
 
 class Scheduler:
@@ -81,11 +96,14 @@ class Scheduler:
         self.closed = False
         self._wakeup = asyncio.Event()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="specd-model")
+        self._reads = itertools.count(1)               # the ids of the scheduler's own reads
 
     def submit(self, job: Job) -> None:
         assert job.key not in self.jobs, f"request {job.key} is already in flight"
         assert not self.closed, "the scheduler takes no work after close()"
-        if job.prefetch:   # the newest prefetch per document; it never cancels a request
+        if job.read:       # after the prefetches: it never cancels one
+            pass
+        elif job.prefetch:   # the newest prefetch per document; it never cancels a request
             self.cancel_where(lambda other: other.prefetch and other.document == job.document, "superseded")
         else:   # it supersedes its document's older requests and preempts a running prefetch
             self.cancel_where(lambda other: job.message.supersede and other.document == job.document
@@ -169,6 +187,17 @@ class Scheduler:
                 self.finish(job)
             except Exception:  # a bug in replying or tracing must not stop the worker for everyone
                 log.exception("request %s: finishing it failed", job.key)
+            self._read_after(job)
+
+    def _read_after(self, job: Job) -> None:
+        """If a glance answered `job`, read its document's whole prompt on the idle lane (one
+        such read per document at a time): its one token is thrown away, its cache is the point."""
+        result = job.result
+        if (self.closed or not isinstance(result, Completion) or result.outcome != "done" or not result.stats.glance
+                or any(other.read and other.document == job.document for other in self.jobs.values())):
+            return
+        message = msgspec.structs.replace(job.message, id=next(self._reads), prefetch=True, supersede=False)
+        self.submit(Job(READER, message, dataclasses.replace(job.request, glance=False, max_tokens=1)))
 
     def _work(self, job: Job) -> Completion:
         """On the model thread."""

@@ -158,6 +158,7 @@ class Engine:
     def forget(self, document: str) -> None:
         """Drop the document's caches and its last completion: its next request starts cold."""
         self._pool.drop(document)
+        self._pool.drop(glance_of(document))
 
     def on_forward(self, hook: Callable[[torch.nn.Module, tuple], None]) -> None:
         """Call `hook` before every forward pass of either model (CUDA graph replays included)."""
@@ -177,6 +178,16 @@ class Engine:
         slot = self._pool.get(request.document)
         if not request.reuse:
             slot.forget()
+        if self._glances(request, prompt, slot):
+            prompt = self._builder.build(request.prefix, request.suffix, (), request.hints, request.suffix_tokens,
+                                         prefix_budget=self.settings.glance_tokens)
+            slot, stats.glance = self._pool.get(glance_of(request.document)), True
+            stats.tokenize_ms = _ms_since(started)
+            stats.prompt_tokens = len(prompt.ids)
+            if not request.reuse:
+                slot.forget()
+        elif request.glance:   # the whole prompt is read: the glance's cache has done its work
+            self._pool.drop(glance_of(request.document))
         try:
             completion = self._run(request, prompt, slot, drafter, stats, cancelled, started)
         except BaseException:
@@ -186,6 +197,15 @@ class Engine:
             raise
         stats.total_ms = _ms_since(started)
         return completion
+
+    def _glances(self, request: CompletionRequest, prompt: Prompt, slot: Slot) -> bool:
+        """Whether to answer from a glance: more of the prompt is not yet cached than a glance
+        holds, so reading it all first would keep the person waiting (seconds a thousand tokens on
+        a CPU). The glance is the prefix window of `glance_tokens` nearest the cursor, with the
+        suffix, in a cache of its own; the daemon reads the whole prompt on its idle lane, and
+        requests take it again once most of it is cached."""
+        budget = self.settings.glance_tokens
+        return request.glance and budget > 0 and len(prompt.ids) - slot.target.common_prefix(prompt.ids) > budget
 
     def _drafter(self, request: CompletionRequest) -> Drafter:
         if request.drafter not in self._drafters:
@@ -274,6 +294,11 @@ class Engine:
         if job.sampler.greedy:
             return accept_greedy(logits, proposal.tokens)
         return accept_sampled(logits, proposal.tokens, proposal.probs, job.sampler, job.generator)
+
+
+def glance_of(document: str) -> str:
+    """The key of a document's glance cache in the pool (no document name holds a NUL)."""
+    return document + "\0glance"
 
 
 def _ms_since(t: float) -> float:

@@ -114,12 +114,13 @@ class PromptBuilder:
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
 
     def build(self, prefix: str, suffix: str, extras: tuple[tuple[str, str], ...] = (),
-              hints: tuple[str, ...] = (), suffix_budget: int | None = None) -> Prompt:
+              hints: tuple[str, ...] = (), suffix_budget: int | None = None,
+              prefix_budget: int | None = None) -> Prompt:
         """FIM prompt for the cursor between `prefix` and `suffix`; `extras` are (path, text),
-        `hints` texts for lookup only (never in the prompt); `suffix_budget` overrides the
-        budget's suffix tokens."""
+        `hints` texts for lookup only (never in the prompt); `suffix_budget` and `prefix_budget`
+        override the budget's suffix and prefix tokens."""
         pre_id, suf_id, mid_id = self.special_ids
-        prefix_ids = self._prefix_window(prefix)
+        prefix_ids = self._prefix_window(prefix, self.budget.prefix if prefix_budget is None else prefix_budget)
         suffix_ids = self._suffix_window(
             suffix, self.budget.suffix if suffix_budget is None else suffix_budget)
         extra_ids = [self.encode(text) for text in hints] + [self.encode(text) for _, text in extras]
@@ -127,26 +128,29 @@ class PromptBuilder:
         ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
         return Prompt(ids, prefix_ids, suffix_ids, extra_ids)
 
-    def _prefix_window(self, prefix: str) -> list[int]:
-        """The prefix from the first `LINE_STEP`-aligned line whose window fits the budget."""
-        if self.budget.prefix <= 0:
+    def _prefix_window(self, prefix: str, budget: int) -> list[int]:
+        """The prefix from the first `LINE_STEP`-aligned line whose window fits `budget` tokens;
+        where the last such step alone is over it (a small budget, long lines), from the first
+        line of finer steps that fits, so the start still moves by whole lines and seldom."""
+        if budget <= 0:
             return []
         lines = prefix.splitlines(keepends=True)
-        start = self._first_candidate(lines)
-        while True:
-            ids = self.encode("".join(lines[start:]))
-            if len(ids) <= self.budget.prefix:
-                return ids
-            if start + LINE_STEP < len(lines):
-                start += LINE_STEP
-            else:  # the last lines alone are over budget: keep the tokens nearest the cursor
-                return ids[-self.budget.prefix:]
+        start = self._first_candidate(lines, budget)
+        for step in (LINE_STEP, LINE_STEP // 4, 1):
+            while True:
+                ids = self.encode("".join(lines[start:]))
+                if len(ids) <= budget:
+                    return ids
+                if start + step >= len(lines):
+                    break
+                start += step
+        return ids[-budget:]  # the cursor's line alone is over budget: its tokens nearest the cursor
 
-    def _first_candidate(self, lines: list[str]) -> int:
+    def _first_candidate(self, lines: list[str], budget: int) -> int:
         """Skip, without tokenizing, the aligned steps that are far over budget: code averages
         well under 8 characters a token, so a huge file is not tokenized once per step."""
         start, chars = 0, sum(map(len, lines))
-        while start + LINE_STEP < len(lines) and chars > self.budget.prefix * 8:
+        while start + LINE_STEP < len(lines) and chars > budget * 8:
             chars -= sum(map(len, lines[start:start + LINE_STEP]))
             start += LINE_STEP
         return start

@@ -44,6 +44,8 @@ class CompletionRequest:
                                                # through): lookup sources only, always verified
     reuse: bool = True                         # False: start from a cold cache (for comparisons)
     suffix_tokens: int | None = None           # this request's suffix budget (at most the engine's)
+    glance: bool = False                       # may be answered from a glance where the prompt is not yet
+                                               # read (engine.glance_tokens; the daemon's requests may)
 
 
 @dataclass

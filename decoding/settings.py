@@ -17,6 +17,17 @@ from specd.decoding.prompt import Budget
 # first line right 12, 12, 13, 13, 13 times: the suffix buys little on the CPU, where each
 # keystroke pays for it.
 SUFFIX_DEFAULT = (0, 256)
+# The glance budget by device (cpu, gpu), for glance_tokens = -1: on 2 cores a prompt costs ~12 ms
+# a token, so the first answer in a place not yet read waits ~18 s for 1536 tokens of prefix and
+# ~6 s for a glance of 512 (README "A glance first"); a GPU reads the whole prompt in well under a
+# second, and never glances.
+GLANCE_DEFAULT = (512, 0)
+# Prompt tokens per prefill pass by device (cpu, gpu), for prefill_chunk = -1. On 2 cores a prompt
+# token costs the same in chunks of 16 to 128 (~12 ms natively, ~16 as AVX2: the kernels take 8
+# rows at a time, and a pass reads the weights once whatever its width), so the CPU's chunk is the
+# one a keystroke can cut short and a read between keystrokes still finishes (~0.4 s); a GPU's
+# passes cost about the same at 32 rows as at 128, and fewer of them cost less.
+PREFILL_DEFAULT = (32, 128)
 DRAFT_CHUNK = 512  # prefill tokens per draft pass: the draft reads several times faster than the target,
                    # so a chunk of 512 takes about what a target chunk of 128 does (cancel checks stay as often)
 
@@ -24,10 +35,13 @@ DRAFT_CHUNK = 512  # prefill tokens per draft pass: the draft reads several time
 class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     width: int = 16                  # the widest target pass; how many drafted tokens a pass verifies is chosen
                                      # by the pass costs measured on this machine (decoding/policy.py)
-    prefill_chunk: int = 128         # tokens per prefill pass (the cancel granularity)
+    prefill_chunk: int = -1          # tokens per prefill pass (the cancel granularity); -1: PREFILL_DEFAULT
     prefix_tokens: int = 1536        # llama.cpp's infill takes as much; chosen by `bench/engine_sweep.sh` (README)
     suffix_tokens: int = -1          # -1: the measured default for the device (SUFFIX_DEFAULT)
     extra_tokens: int = 0            # other open files in the prompt (always used by lookup)
+    glance_tokens: int = -1          # a request whose prompt has more tokens not yet cached is answered from a
+                                     # prefix window of this many (a glance) while the whole prompt is read on
+                                     # the idle lane; 0: never; -1: the device's default (GLANCE_DEFAULT)
     max_tokens_limit: int = 256      # the most a request may ask for; sizes the caches
     draft_context_tokens: int = 384  # the draft model reads this much of the prefix (and a quarter as much suffix)
     fim_template: str = "auto"
@@ -48,10 +62,13 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # auto: the set `specd bench --layerskip` chose here, else a default
 
     def for_device(self, device_type: str) -> EngineSettings:
-        """These settings with the device's defaults filled in (suffix_tokens = -1)."""
-        if self.suffix_tokens >= 0:
-            return self
-        return msgspec.structs.replace(self, suffix_tokens=SUFFIX_DEFAULT[device_type == "cuda"])
+        """These settings with the device's defaults filled in (those set to -1)."""
+        gpu = device_type == "cuda"
+        pick = lambda value, default: default[gpu] if value < 0 else value  # noqa: E731
+        return msgspec.structs.replace(
+            self, suffix_tokens=pick(self.suffix_tokens, SUFFIX_DEFAULT),
+            glance_tokens=pick(self.glance_tokens, GLANCE_DEFAULT),
+            prefill_chunk=pick(self.prefill_chunk, PREFILL_DEFAULT))
 
     @property
     def budget(self) -> Budget:

@@ -37,6 +37,8 @@ class Stats(msgspec.Struct):
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     total_ms: float = 0.0          # the engine's time, from tokenizing to the last token
+    glance: bool = False           # answered from a glance: the prefix window nearest the cursor, the whole
+                                   # prompt not yet read (engine.glance_tokens)
     from_cache: bool = False       # answered from the daemon's suggestion cache: no model work
     server_timings: bool = False   # an inference server computed it and prefill_ms / verify_ms are its own
                                    # prompt and predict ms (llama.cpp's `timings`); False there: timed here,
