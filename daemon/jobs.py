@@ -32,7 +32,7 @@ def engine_request(message: protocol.Complete, defaults: CompletionSettings) -> 
         deadline_s=deadline_ms / 1e3 if deadline_ms else None, cut_s=cut_ms / 1e3 if cut_ms else None,
         drafter=pick(message.drafter, defaults.drafter),
         hints=tuple(message.hints), reuse=message.reuse, suffix_tokens=message.suffix_tokens,
-        glance=message.reuse)   # someone waits: a place not yet read is answered from a glance first
+        glance=True)   # someone waits: a place not yet read is answered from a glance first
 
 
 def reply(job: Job) -> protocol.CompletionReply | protocol.Error:

@@ -101,15 +101,13 @@ class Scheduler:
     def submit(self, job: Job) -> None:
         assert job.key not in self.jobs, f"request {job.key} is already in flight"
         assert not self.closed, "the scheduler takes no work after close()"
-        if job.read:       # after the prefetches: it never cancels one
-            pass
-        elif job.prefetch:   # the newest prefetch per document; it never cancels a request
-            self.cancel_where(lambda other: other.prefetch and other.document == job.document, "superseded")
-        else:   # it supersedes its document's older requests and preempts a running prefetch
+        if not job.prefetch:   # it supersedes its document's older requests and preempts a running prefetch
             self.cancel_where(lambda other: job.message.supersede and other.document == job.document
                               and not self._waits_for(job, other), "superseded")
             self.cancel_where(lambda other: other.prefetch and other is self.running
                               and not self._waits_for(job, other), "preempted")
+        elif not job.read:   # the newest prefetch per document (a read, after them, never cancels one)
+            self.cancel_where(lambda other: other.prefetch and other.document == job.document, "superseded")
         if self._kept(job):
             self.finish(job)
             return

@@ -173,8 +173,6 @@ class Engine:
         stats = Stats()
         prompt = self.build_prompt(request.prefix, request.suffix, request.extras, request.hints,
                                    request.suffix_tokens)
-        stats.tokenize_ms = _ms_since(started)
-        stats.prompt_tokens = len(prompt.ids)
         slot = self._pool.get(request.document)
         if not request.reuse:
             slot.forget()
@@ -182,12 +180,10 @@ class Engine:
             prompt = self._builder.build(request.prefix, request.suffix, (), request.hints, request.suffix_tokens,
                                          prefix_budget=self.settings.glance_tokens)
             slot, stats.glance = self._pool.get(glance_of(request.document)), True
-            stats.tokenize_ms = _ms_since(started)
-            stats.prompt_tokens = len(prompt.ids)
-            if not request.reuse:
-                slot.forget()
         elif request.glance:   # the whole prompt is read: the glance's cache has done its work
             self._pool.drop(glance_of(request.document))
+        stats.tokenize_ms = _ms_since(started)
+        stats.prompt_tokens = len(prompt.ids)
         try:
             completion = self._run(request, prompt, slot, drafter, stats, cancelled, started)
         except BaseException:
@@ -203,9 +199,11 @@ class Engine:
         holds, so reading it all first would keep the person waiting (seconds a thousand tokens on
         a CPU). The glance is the prefix window of `glance_tokens` nearest the cursor, with the
         suffix, in a cache of its own; the daemon reads the whole prompt on its idle lane, and
-        requests take it again once most of it is cached."""
+        requests take it again once most of it is cached. Only a request that may reuse caches
+        glances (one that may not is measuring a cold read)."""
         budget = self.settings.glance_tokens
-        return request.glance and budget > 0 and len(prompt.ids) - slot.target.common_prefix(prompt.ids) > budget
+        return (request.glance and request.reuse and budget > 0
+                and len(prompt.ids) - slot.target.common_prefix(prompt.ids) > budget)
 
     def _drafter(self, request: CompletionRequest) -> Drafter:
         if request.drafter not in self._drafters:
