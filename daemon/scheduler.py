@@ -157,8 +157,9 @@ class Scheduler:
     def active(self) -> list[protocol.Active]:
         out = []
         if (job := self.running) is not None:
+            # 0 until the worker has taken it: its count of passes at start is set there, first
             out.append(protocol.Active(job.message.id, job.document, "running",
-                                       self.backend.passes() - job.passes_at_start))
+                                       0 if job.started is None else self.backend.passes() - job.passes_at_start))
         out += [protocol.Active(job.message.id, job.document, "queued") for job in (*self.queue, *self.spare)]
         return out
 
@@ -199,7 +200,7 @@ class Scheduler:
 
     def _work(self, job: Job) -> Completion:
         """On the model thread."""
-        job.started, job.passes_at_start = time.perf_counter(), self.backend.passes()
+        job.passes_at_start, job.started = self.backend.passes(), time.perf_counter()   # in this order: active()
         try:
             return self.backend.complete(job.request, job.cancel.is_set)
         finally:

@@ -58,6 +58,10 @@ class CachePool:
         self.slots[document] = slot
         return slot
 
+    def peek(self, document: str) -> Slot | None:
+        """The document's slot if it has one, neither made nor counted as a use."""
+        return self.slots.get(document)
+
     def drop(self, document: str) -> None:
         self.slots.pop(document, None)
 

@@ -176,10 +176,9 @@ class Engine:
         slot = self._pool.get(request.document)
         if not request.reuse:
             slot.forget()
-        if self._glances(request, prompt, slot):
-            prompt = self._builder.build(request.prefix, request.suffix, (), request.hints, request.suffix_tokens,
-                                         prefix_budget=self.settings.glance_tokens)
-            slot, stats.glance = self._pool.get(glance_of(request.document)), True
+        glance = self._glance(request, prompt, slot)
+        if glance is not None:
+            prompt, slot, stats.glance = glance, self._pool.get(glance_of(request.document)), True
         elif request.glance:   # the whole prompt is read: the glance's cache has done its work
             self._pool.drop(glance_of(request.document))
         stats.tokenize_ms = _ms_since(started)
@@ -194,16 +193,26 @@ class Engine:
         stats.total_ms = _ms_since(started)
         return completion
 
-    def _glances(self, request: CompletionRequest, prompt: Prompt, slot: Slot) -> bool:
-        """Whether to answer from a glance: more of the prompt is not yet cached than a glance
-        holds, so reading it all first would keep the person waiting (seconds a thousand tokens on
-        a CPU). The glance is the prefix window of `glance_tokens` nearest the cursor, with the
-        suffix, in a cache of its own; the daemon reads the whole prompt on its idle lane, and
-        requests take it again once most of it is cached. Only a request that may reuse caches
+    def _glance(self, request: CompletionRequest, prompt: Prompt, slot: Slot) -> Prompt | None:
+        """The glance to answer from, or None for the whole prompt. A glance is the request's
+        prompt rebuilt with the prefix window of `glance_tokens` nearest the cursor (no other
+        files), in a cache of its own. A request reads whichever of the two has fewer tokens not yet
+        cached, the whole prompt unless the glance saves more than a prefill chunk: hundreds of
+        tokens keep the person waiting (seconds on a CPU), and the daemon reads the whole prompt on
+        its idle lane meanwhile. So a place goes back to its whole prompt once that is read, not
+        while hundreds of its tokens are still to read. Only a request that may reuse caches
         glances (one that may not is measuring a cold read)."""
-        budget = self.settings.glance_tokens
-        return (request.glance and request.reuse and budget > 0
-                and len(prompt.ids) - slot.target.common_prefix(prompt.ids) > budget)
+        budget, chunk = self.settings.glance_tokens, self.settings.prefill_chunk
+        if not (request.glance and request.reuse and budget > 0):
+            return None
+        unread = len(prompt.ids) - slot.target.common_prefix(prompt.ids)
+        if unread <= chunk:
+            return None
+        glance = self._builder.build(request.prefix, request.suffix, (), request.hints, request.suffix_tokens,
+                                     prefix_budget=budget)
+        held = self._pool.peek(glance_of(request.document))
+        glance_unread = len(glance.ids) - (held.target.common_prefix(glance.ids) if held is not None else 0)
+        return glance if unread - glance_unread > chunk else None
 
     def _drafter(self, request: CompletionRequest) -> Drafter:
         if request.drafter not in self._drafters:

@@ -39,6 +39,27 @@ def test_a_cold_place_glances_then_takes_the_whole_prompt_once_read(tiny_target,
     assert after.tokens == cold.tokens, "the same text as the whole prompt read in one go"
 
 
+def test_a_place_partly_read_glances_until_what_is_left_fits_a_chunk(tiny_target, tmp_path):
+    chunk = 8
+    engine = tiny_engine(tiny_target, cache_dir=tmp_path, glance_tokens=GLANCE, prefill_chunk=chunk)
+    whole = engine.build_prompt(LONG_PREFIX)
+    assert engine.complete(request()).stats.glance, "a cold place glances: the glance's cache is warm"
+
+    # the idle lane has read all but the last two functions: fewer tokens than a glance are left
+    engine.complete(request(prefix=LONG_PREFIX[:LONG_PREFIX.rindex("def f39")], glance=False, max_tokens=1))
+    left = len(whole.ids) - engine._pool.peek("doc").target.common_prefix(whole.ids)
+    assert chunk < left < GLANCE
+    partly = engine.complete(request())
+    assert partly.stats.glance and partly.stats.prefilled_tokens <= 1, "the warm glance, not the tokens left"
+
+    # all but the cursor's line is read: what is left fits a chunk, and the whole prompt answers
+    engine.complete(request(prefix=LONG_PREFIX[:LONG_PREFIX.rindex("    return")], glance=False, max_tokens=1))
+    left = len(whole.ids) - engine._pool.peek("doc").target.common_prefix(whole.ids)
+    assert 0 < left <= chunk
+    read = engine.complete(request())
+    assert not read.stats.glance and read.stats.reused_tokens == len(whole.ids) - left
+
+
 def test_a_keystroke_in_a_read_place_never_glances(tiny_target, tmp_path):
     engine = tiny_engine(tiny_target, cache_dir=tmp_path, glance_tokens=GLANCE)
     engine.complete(request(glance=False))
