@@ -157,9 +157,8 @@ class Scheduler:
     def active(self) -> list[protocol.Active]:
         out = []
         if (job := self.running) is not None:
-            # 0 until the worker has taken it: its count of passes at start is set there, first
             out.append(protocol.Active(job.message.id, job.document, "running",
-                                       0 if job.started is None else self.backend.passes() - job.passes_at_start))
+                                       self.backend.passes() - job.passes_at_start))
         out += [protocol.Active(job.message.id, job.document, "queued") for job in (*self.queue, *self.spare)]
         return out
 
@@ -173,6 +172,8 @@ class Scheduler:
                 continue
             job = (self.queue or self.spare).popleft()
             if not self._kept(job):   # kept: a prefetch that ran meanwhile computed it
+                # counted before it is published as running, so active() never sees it unset
+                job.passes_at_start = self.backend.passes()
                 self.running = job
                 try:
                     job.result = await loop.run_in_executor(self._worker, self._work, job)
@@ -200,7 +201,7 @@ class Scheduler:
 
     def _work(self, job: Job) -> Completion:
         """On the model thread."""
-        job.passes_at_start, job.started = self.backend.passes(), time.perf_counter()   # in this order: active()
+        job.started = time.perf_counter()
         try:
             return self.backend.complete(job.request, job.cancel.is_set)
         finally:
