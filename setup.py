@@ -8,8 +8,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension(
     "specd.decoding._kernels",
     sources=[f"decoding/kernels/{name}.c"
-             for name in ("attend", "attend_avx2", "dot", "dot_avx2", "dot_avxvnni", "dot_avx512", "layout", "matmul",
-                         "pool")],
+             for name in ("attend", "attend_avx2", "dot", "dot_avx2", "dot_avxvnni", "dot_avx512", "layer", "layout",
+                          "matmul", "pool")],
     extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", "-pthread"],
     extra_link_args=["-pthread"],
     libraries=["m"],

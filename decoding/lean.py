@@ -15,6 +15,9 @@ Attention: a float32 model with block weights attends through specd's own kernel
 (kernels/attend.c, `own_attention`), which reads the static cache in place, one row at a time on
 specd's threads; torch's SDPA, which ran single-threaded with a mask built per pass, took ~15 of
 70 ms of a width-1 pass over a ~1000-token cache. Other models keep `attention.folded`.
+
+Layers: where every projection runs on block weights as well, each layer is one call of specd's
+kernels (decoding/fused.py, kernels/layer.c) instead of this file's torch ops.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 
-from specd.decoding import qkernel
+from specd.decoding import fused, qkernel
 from specd.decoding.attention import folded, keys_needed
 from specd.decoding.blocks import has_blocks
 from specd.decoding.kvcache import KVCache, Rows
@@ -62,7 +65,9 @@ class Lean:
     """The forward of `model`, through the layers numbered `layers` (default: all of them; a
     subset is the `layerskip` drafter's, decoding/layerskip.py, on the target's own cache)."""
 
-    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] | None = None):
+    def __init__(self, model: torch.nn.Module, layers: tuple[int, ...] | None = None, fuse: bool | None = None):
+        """`fuse`: run each layer in one kernel call where the model allows (default: unless
+        $SPECD_FUSED_LAYERS=0)."""
         c = model.config
         self.model = model
         self.layers = tuple(range(c.num_hidden_layers)) if layers is None else layers
@@ -74,6 +79,9 @@ class Lean:
         self.inv_freq = rotary.inv_freq.float()                             # [D / 2]
         self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
         self.own_attention = own_attention(model, self.head_dim)
+        fuse = fused.wanted() if fuse is None else fuse
+        self.fused = (fused.FusedLayers(model, self.head_dim, self.scaling)
+                      if fuse and self.own_attention and fused.FusedLayers.fits(model) else None)
 
     @torch.inference_mode()
     def __call__(self, cache: KVCache, ids: list[int], keep: int,
@@ -96,14 +104,21 @@ class Lean:
                 if done:
                     cache.rewind(self.layers[:done], start)
                 raise PassStopped
-            layer = m.layers[index]
-            x = x + self.attention(layer, self.norm(x, layer.input_layernorm), cache.past.layers[index], rotary,
-                                   (start, mask, keys))
-            x = x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))
+            x = self.layer(index, x, cache.past.layers[index], rotary, (start, mask, keys))
         hidden = self.norm(x[-keep:], m.norm)                                   # [keep, E]
         if len(self.layers) == len(m.layers):  # a whole pass: what the `heads` drafter reads
             cache.rows = Rows(start + len(ids) - keep, ids[-keep:], hidden)
         return self.model.lm_head(hidden)                                     # [keep, V]
+
+    def layer(self, index: int, x: torch.Tensor, kv, rotary,
+              where: tuple[int, torch.Tensor | None, int]) -> torch.Tensor:
+        """x [S, E] through layer `index` (in place where the layer is one kernel call)."""
+        if self.fused is not None:
+            self.fused.run(index, x, where[0], *rotary, kv)
+            return x
+        layer = self.model.model.layers[index]
+        x = x + self.attention(layer, self.norm(x, layer.input_layernorm), kv, rotary, where)
+        return x + self.mlp(layer.mlp, self.norm(x, layer.post_attention_layernorm))
 
     def norm(self, x: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
         return torch.nn.functional.rms_norm(x, (x.shape[-1],), norm.weight, self.eps)

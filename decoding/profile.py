@@ -3,8 +3,9 @@
 For a loaded model and a cache holding ~1000 tokens, each width is timed plainly (the median of a
 few passes: what a request pays) and once more under torch's profiler, whose op times are sorted
 into parts; the matmuls are timed by hooks on the linear layers, since specd's kernels are called
-through ctypes and torch's profiler does not see inside them. Python is what the plain time leaves
-after the parts. The floor is the bytes of weights one pass reads (every linear layer's, the
+through ctypes and torch's profiler does not see inside them; layers run in one kernel call each
+(decoding/fused.py) are timed by the kernel's own clock, per phase. Python is what the plain time
+leaves after the parts. The floor is the bytes of weights one pass reads (every linear layer's, the
 output layer's included) over the memory bandwidth measured in the same run: no pass can be
 faster than reading its weights once.
 """
@@ -16,6 +17,7 @@ from collections import defaultdict
 
 import torch
 
+from specd.decoding import fused
 from specd.decoding.blocks import BlockLinear
 from specd.decoding.forward import prefill, step
 from specd.decoding.kvcache import KVCache
@@ -114,14 +116,18 @@ def _parts(model: torch.nn.Module, run) -> dict[str, float]:
 
     hooks = [h for m in model.modules() if _is_matmul(m)
              for h in (m.register_forward_pre_hook(before), m.register_forward_hook(after))]
+    layers = getattr(getattr(model, "specd_lean", None), "fused", None) is not None
     try:
+        if layers:
+            fused.timing(True)     # the layers run in C (decoding/fused.py): their own clock, per phase
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             run()
     finally:
+        in_layers = fused.timing(False) if layers else {}
         for h in hooks:
             h.remove()
-    parts: dict[str, float] = defaultdict(float)
-    parts["matmuls"] = matmul_ms[0]
+    parts: dict[str, float] = defaultdict(float, in_layers)
+    parts["matmuls"] += matmul_ms[0]
     for event in prof.key_averages():
         part = PARTS.get(event.key, "other ops")
         ms = (event.cpu_time_total if part == "attention" else event.self_cpu_time_total) / 1e3

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "matmul.h"
 #include "pool.h"
 
 enum { Q4_K = 12, Q6_K = 14, Q8_0 = 8 };  /* GGML's type numbers */
@@ -231,6 +232,50 @@ int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, f
     for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
     matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
     pool_run(matmul_part, &job, n, COLUMNS);
+    return 0;
+}
+
+/* matmul_many's work: the layers' columns end to end, each range run by matmul_part of its own */
+typedef struct {
+    int count;
+    int first[MANY + 1];   /* layer i's columns are [first[i], first[i + 1]) of the whole */
+    matmul_job jobs[MANY];
+} many_job;
+
+static void many_part(void *arg, int start, int end) {
+    const many_job *job = arg;
+    for (int i = 0; i < job->count; i++) {
+        int lo = start > job->first[i] ? start : job->first[i];
+        int hi = end < job->first[i + 1] ? end : job->first[i + 1];
+        if (lo < hi) matmul_part((void *)&job->jobs[i], lo - job->first[i], hi - job->first[i]);
+    }
+}
+
+size_t matmul_scratch(int k, int m) {
+    return (size_t)m * (size_t)(specd_act_bytes(Q4_K, k) + specd_act_bytes(Q8_0, k));
+}
+
+int matmul_many(const linear *layers, int count, int k, const float *x, int m, float **y, uint8_t *scratch) {
+    if (count < 1 || count > MANY || m <= 0) return -1;
+    many_job job = {.count = count};
+    /* at most two activation formats: the K-quants' (per 256) and Q8_0's (per 32); the paired
+     * layout quantizes its own way, so it takes the first slot's place when it is there */
+    quant_fn done[2] = {NULL, NULL};
+    uint8_t *slot[2] = {scratch, scratch + (size_t)m * specd_act_bytes(Q4_K, k)};
+    for (int i = 0; i < count; i++) {
+        kernel use = pick(layers[i].type);
+        if (use.dot == NULL || k % (layers[i].type == Q8_0 ? QB : QK) != 0 || layers[i].n <= 0) return -1;
+        int s = layers[i].type % PAIRED == Q8_0;
+        if (done[s] != NULL && done[s] != use.quant) return -1;   /* two K-quant layouts in one call */
+        size_t stride = (size_t)specd_act_bytes(layers[i].type, k);
+        if (done[s] == NULL)
+            for (int r = 0; r < m; r++) use.quant(x + (size_t)r * k, slot[s] + stride * r, k);
+        done[s] = use.quant;
+        job.jobs[i] = (matmul_job){use.dot, layers[i].w, row_bytes(layers[i].type, k), slot[s], stride, m,
+                                   layers[i].n, k, y[i], layers[i].bias};
+        job.first[i + 1] = job.first[i] + layers[i].n;
+    }
+    pool_run(many_part, &job, job.first[count], COLUMNS);
     return 0;
 }
 

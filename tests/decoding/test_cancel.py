@@ -50,6 +50,20 @@ def test_cancelled_prefill_is_kept_for_the_next_call(tiny_target):
     assert second.stats.reused_tokens == first.stats.prefilled_tokens
 
 
+def count_layers(model) -> dict[str, int]:
+    """How often the lean forward runs `model`'s first and last layer, counted as it goes."""
+    lean = model.specd_lean
+    ran, last, layer = {"first": 0, "last": 0}, len(model.model.layers) - 1, lean.layer
+
+    def counted(index, *args):
+        if index in (0, last):
+            ran["first" if index == 0 else "last"] += 1
+        return layer(index, *args)
+
+    lean.layer = counted
+    return ran
+
+
 def test_a_cancel_during_a_decoding_pass_stops_it_between_layers(tiny_target, tmp_path):
     """The keystroke that makes a request stale need not wait out a pass: the lean forward (block
     weights on the CPU) stops before its next layer, puts back the layers it ran, and the next call
@@ -59,10 +73,7 @@ def test_a_cancel_during_a_decoding_pass_stops_it_between_layers(tiny_target, tm
     fresh = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf").complete(request)
     engine = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf")
     assert hasattr(engine.target.model, "specd_lean")
-    layers = engine.target.model.model.layers
-    ran = {"first": 0, "last": 0}
-    layers[0].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("first", ran["first"] + 1))
-    layers[-1].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("last", ran["last"] + 1))
+    ran = count_layers(engine.target.model)
     stopped = engine.complete(request, lambda: ran["first"] > 0)
     assert stopped.outcome == "cancelled" and stopped.tokens == []
     assert ran == {"first": 1, "last": 0}, "the pass stopped after its first layer"
@@ -77,10 +88,7 @@ def test_a_cancel_during_a_prefill_chunk_stops_it_between_layers(tiny_target, tm
                                 document="doc")
     fresh = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf").complete(request)
     engine = tiny_engine(tiny_target, cache_dir=tmp_path, quantize="gguf")
-    layers = engine.target.model.model.layers
-    ran = {"first": 0, "last": 0}
-    layers[0].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("first", ran["first"] + 1))
-    layers[-1].self_attn.q_proj.register_forward_hook(lambda *_: ran.__setitem__("last", ran["last"] + 1))
+    ran = count_layers(engine.target.model)
     stopped = engine.complete(request, lambda: ran["first"] >= 2)   # in the second chunk, after its first layer
     assert stopped.outcome == "cancelled"
     assert ran == {"first": 2, "last": 1}, "the second chunk stopped after its first layer"
