@@ -7,6 +7,7 @@
 #ifndef SPECD_ATTEND_H
 #define SPECD_ATTEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define KEYS 32       /* keys per block of the online softmax (fixed by position, never by the pass) */
@@ -26,19 +27,21 @@
 #define EXP_P5 5.0000001201e-1f
 
 #define HEADS_AT_ONCE 8   /* query heads of one key/value head swept over its keys together */
+#define ROWS_AT_ONCE 8    /* and query rows: a verify pass's rows read each block of keys once, not once each */
 
-/* For each of `count` (<= HEADS_AT_ONCE) query heads h, d apart in q and out:
- * out_h[0..d) = softmax(q_h . k_j * scale over j <= last) weighted sum of v_j; key j at k + j * d.
- * The heads share each block of keys and values while it is in the core's cache; each head's
- * arithmetic is its own, the same as if it were swept alone. */
-typedef void (*attend_fn)(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
-                          float *out);
+/* For each of `rows` (<= ROWS_AT_ONCE) query rows r, `stride` floats apart in q and out, row r
+ * seeing the keys 0..last + r, and each of `count` (<= HEADS_AT_ONCE) query heads h, d apart:
+ * out_rh[0..d) = softmax(q_rh . k_j * scale over j <= last + r) weighted sum of v_j; key j at
+ * k + j * d. The rows and heads share each block of keys and values while it is in the core's
+ * cache; each (row, head)'s arithmetic is its own, the same as if it were swept alone. */
+typedef void (*attend_fn)(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d,
+                          int last, float scale, float *out);
 
-void attend_heads(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
-                  float *out);
+void attend_heads(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d, int last,
+                  float scale, float *out);
 #if defined(__x86_64__) || defined(_M_X64)
-void attend_heads_avx2(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
-                       float *out);
+void attend_heads_avx2(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d,
+                       int last, float scale, float *out);
 #endif
 
 #endif

@@ -91,20 +91,25 @@ INLINE void block(const float *q, const float *k, const float *v, int d, int b, 
     weigh(acc, p, v + (size_t)b * d, d, n, c);
 }
 
-AVX2 void attend_heads_avx2(const float *q, int count, const float *k, const float *v, int d, int last, float scale,
-                            float *out) {
-    __m256 acc[HEADS_AT_ONCE][MAX_DIM / 8];
-    float top[HEADS_AT_ONCE], sum[HEADS_AT_ONCE];
-    for (int h = 0; h < count; h++) {
-        for (int i = 0; i < d / 8; i++) acc[h][i] = _mm256_setzero_ps();
-        top[h] = -INFINITY, sum[h] = 0.0f;
-    }
-    for (int b = 0; b <= last; b += KEYS) {
-        int n = last + 1 - b < KEYS ? last + 1 - b : KEYS;
-        for (int h = 0; h < count; h++) block(q + (size_t)h * d, k, v, d, b, n, scale, acc[h], &top[h], &sum[h]);
-    }
-    for (int h = 0; h < count; h++)
-        for (int i = 0; i < d / 8; i++)
-            _mm256_storeu_ps(out + (size_t)h * d + 8 * i, _mm256_div_ps(acc[h][i], _mm256_set1_ps(sum[h])));
+AVX2 void attend_heads_avx2(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d,
+                            int last, float scale, float *out) {
+    __m256 acc[ROWS_AT_ONCE][HEADS_AT_ONCE][MAX_DIM / 8];  /* 64 KB at most: on the stack */
+    float top[ROWS_AT_ONCE][HEADS_AT_ONCE], sum[ROWS_AT_ONCE][HEADS_AT_ONCE];
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < count; h++) {
+            for (int i = 0; i < d / 8; i++) acc[r][h][i] = _mm256_setzero_ps();
+            top[r][h] = -INFINITY, sum[r][h] = 0.0f;
+        }
+    for (int b = 0; b <= last + rows - 1; b += KEYS)
+        for (int r = 0; r < rows; r++) {
+            int n = last + r + 1 - b < KEYS ? last + r + 1 - b : KEYS;
+            for (int h = 0; n > 0 && h < count; h++)
+                block(q + r * stride + (size_t)h * d, k, v, d, b, n, scale, acc[r][h], &top[r][h], &sum[r][h]);
+        }
+    for (int r = 0; r < rows; r++)
+        for (int h = 0; h < count; h++)
+            for (int i = 0; i < d / 8; i++)
+                _mm256_storeu_ps(out + r * stride + (size_t)h * d + 8 * i,
+                                 _mm256_div_ps(acc[r][h][i], _mm256_set1_ps(sum[r][h])));
 }
 #endif
