@@ -29,6 +29,18 @@
 #define HEADS_AT_ONCE 8   /* query heads of one key/value head swept over its keys together */
 #define ROWS_AT_ONCE 8    /* and query rows: a verify pass's rows read each block of keys once, not once each */
 
+/* The block of keys and values after block b (of a sweep up to key `final`) asked for into L2
+ * while block b is computed: the hardware prefetcher alone left a width-1 pass's attention
+ * waiting on memory. A prefetch changes no value. */
+static inline void attend_ahead(const float *k, const float *v, int d, int b, int final) {
+    if (b + KEYS > final) return;
+    const char *keys = (const char *)(k + (size_t)(b + KEYS) * d), *values = (const char *)(v + (size_t)(b + KEYS) * d);
+    for (size_t i = 0; i < (size_t)KEYS * d * sizeof(float); i += 64) {
+        __builtin_prefetch(keys + i, 0, 2);
+        __builtin_prefetch(values + i, 0, 2);
+    }
+}
+
 /* For each of `rows` (<= ROWS_AT_ONCE) query rows r, `stride` floats apart in q and out, row r
  * seeing the keys 0..last + r, and each of `count` (<= HEADS_AT_ONCE) query heads h, d apart:
  * out_rh[0..d) = softmax(q_rh . k_j * scale over j <= last + r) weighted sum of v_j; key j at

@@ -100,12 +100,14 @@ AVX2 void attend_heads_avx2(const float *q, int rows, size_t stride, int count, 
             for (int i = 0; i < d / 8; i++) acc[r][h][i] = _mm256_setzero_ps();
             top[r][h] = -INFINITY, sum[r][h] = 0.0f;
         }
-    for (int b = 0; b <= last + rows - 1; b += KEYS)
+    for (int b = 0; b <= last + rows - 1; b += KEYS) {
+        attend_ahead(k, v, d, b, last + rows - 1);
         for (int r = 0; r < rows; r++) {
             int n = last + r + 1 - b < KEYS ? last + r + 1 - b : KEYS;
             for (int h = 0; n > 0 && h < count; h++)
                 block(q + r * stride + (size_t)h * d, k, v, d, b, n, scale, acc[r][h], &top[r][h], &sum[r][h]);
         }
+    }
     for (int r = 0; r < rows; r++)
         for (int h = 0; h < count; h++)
             for (int i = 0; i < d / 8; i++)
