@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from functools import cache
 
 import torch
 
@@ -46,14 +47,15 @@ def wanted() -> bool:
     return os.environ.get("SPECD_FUSED_LAYERS", "1") != "0"
 
 
-def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
-    if not getattr(lib, "specd_layer_bound", False):
-        p, i = ctypes.c_void_p, ctypes.c_int
-        lib.specd_layer.argtypes = [p, p, i, i, p, p, p, p, i, p, p]
-        lib.specd_layer_work.argtypes = lib.specd_layer_scratch.argtypes = [p, i]
-        lib.specd_layer_work.restype = lib.specd_layer_scratch.restype = ctypes.c_size_t
-        lib.specd_layer_timing.argtypes = [i, p]
-        lib.specd_layer_bound = True
+@cache
+def _library() -> ctypes.CDLL:
+    """The kernels' library with layer.c's functions typed."""
+    lib = qkernel.library()
+    p, i = ctypes.c_void_p, ctypes.c_int
+    lib.specd_layer.argtypes = [p, p, i, i, p, p, p, p, i, p, p]
+    lib.specd_layer_work.argtypes = lib.specd_layer_scratch.argtypes = [p, i]
+    lib.specd_layer_work.restype = lib.specd_layer_scratch.restype = ctypes.c_size_t
+    lib.specd_layer_timing.argtypes = [i, p]
     return lib
 
 
@@ -62,7 +64,7 @@ class FusedLayers:
 
     def __init__(self, model: torch.nn.Module, head_dim: int, scale: float):
         c = model.config
-        self.lib = _bind(qkernel.library())
+        self.lib = _library()
         self.kv_heads, self.head_dim = c.num_key_value_heads, head_dim
         self.layers = [self._describe(layer, c, head_dim, scale) for layer in model.model.layers]
         self._local = threading.local()
@@ -122,5 +124,5 @@ class FusedLayers:
 def timing(on: bool) -> dict[str, float]:
     """Turn layer.c's clock on (afresh) or off; returns ms per phase since it was last turned on."""
     out = (ctypes.c_double * len(PHASES))()
-    _bind(qkernel.library()).specd_layer_timing(int(on), out)
+    _library().specd_layer_timing(int(on), out)
     return {phase: seconds * 1e3 for phase, seconds in zip(PHASES, out)}
