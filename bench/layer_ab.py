@@ -15,12 +15,14 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specd.bench.layer_ab", description=__doc__.split("\n\n")[0])
     parser.add_argument("--widths", default="1,4,8,16")
     parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--config", type=Path, help="a config file (default: specd's own): its target and draft")
     args = parser.parse_args(argv)
     widths = [int(w) for w in args.widths.split(",")]
 
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from specd.models.hugepages import in_huge_pages
     from specd.models.load import use_threads
 
-    config = load_config()
+    config = load_config(args.config)
     gbs = bandwidth_gbs(in_huge_pages([torch.ones(512 << 18)])[0])
     target, draft = load_models(msgspec.structs.replace(config, models=msgspec.structs.replace(
         config.models, quantize="gguf")), progress=lambda line: None, drafters=("draft",))
