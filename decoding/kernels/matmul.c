@@ -224,15 +224,8 @@ static void matmul_part(void *arg, int start, int end) {
  * `scratch` holds m * specd_act_bytes(type, k) bytes. */
 int specd_matmul(int type, const void *w, int n, int k, const float *x, int m, float *y, uint8_t *scratch,
                  const float *bias) {
-    kernel use = pick(type);
-    if (use.dot == NULL || k % (type == Q8_0 ? QB : QK) != 0 || n <= 0 || m <= 0) return -1;
-    dot_fn dot = use.dot;
-    quant_fn quant = use.quant;
-    size_t stride = (size_t)specd_act_bytes(type, k);
-    for (int r = 0; r < m; r++) quant(x + (size_t)r * k, scratch + stride * r, k);
-    matmul_job job = {dot, w, row_bytes(type, k), scratch, stride, m, n, k, y, bias};
-    pool_run(matmul_part, &job, n, COLUMNS);
-    return 0;
+    linear layer = {type, n, w, bias};
+    return matmul_many(&layer, 1, k, x, m, &y, scratch);
 }
 
 /* matmul_many's work: the layers' columns end to end, each range run by matmul_part of its own */
@@ -258,18 +251,21 @@ size_t matmul_scratch(int k, int m) {
 int matmul_many(const linear *layers, int count, int k, const float *x, int m, float **y, uint8_t *scratch) {
     if (count < 1 || count > MANY || m <= 0) return -1;
     many_job job = {.count = count};
-    /* at most two activation formats: the K-quants' (per 256) and Q8_0's (per 32); the paired
-     * layout quantizes its own way, so it takes the first slot's place when it is there */
+    /* at most two activation formats: the K-quants' (per 256) and Q8_0's (per 32; the paired
+     * layout quantizes its own way, in the K-quants' place), each in scratch after the one
+     * quantized before it: one layer's call needs only m * specd_act_bytes(type, k) */
     quant_fn done[2] = {NULL, NULL};
-    uint8_t *slot[2] = {scratch, scratch + (size_t)m * specd_act_bytes(Q4_K, k)};
+    uint8_t *slot[2] = {NULL, NULL}, *unused = scratch;
     for (int i = 0; i < count; i++) {
         kernel use = pick(layers[i].type);
         if (use.dot == NULL || k % (layers[i].type == Q8_0 ? QB : QK) != 0 || layers[i].n <= 0) return -1;
         int s = layers[i].type % PAIRED == Q8_0;
         if (done[s] != NULL && done[s] != use.quant) return -1;   /* two K-quant layouts in one call */
         size_t stride = (size_t)specd_act_bytes(layers[i].type, k);
-        if (done[s] == NULL)
+        if (done[s] == NULL) {
+            slot[s] = unused, unused += stride * (size_t)m;
             for (int r = 0; r < m; r++) use.quant(x + (size_t)r * k, slot[s] + stride * r, k);
+        }
         done[s] = use.quant;
         job.jobs[i] = (matmul_job){use.dot, layers[i].w, row_bytes(layers[i].type, k), slot[s], stride, m,
                                    layers[i].n, k, y[i], layers[i].bias};
