@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from specd.bench.llama_vim import T_MAX_PREDICT_MS, Editor, LlamaServer, context
-from specd.bench.replay_report import Keystroke, Outcome, report
+from specd.bench.replay_report import Keystroke, Outcome, report, write_records
 from specd.bench.typist import Passage, add_arguments, passages, schedule
 from specd.decoding.errors import UserError
 
@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llama_replay: {error}", file=sys.stderr)
         return 2
     figures = {"llama.cpp": report(outcomes)}
+    if args.records:
+        write_records(outcomes, args.records)
     print(f"{'llama.cpp':20} {json.dumps(figures['llama.cpp'])}", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))

@@ -16,6 +16,7 @@ character counted once however many suggestions covered it).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from specd.daemon.figures import percentile
@@ -101,6 +102,24 @@ def report(outcomes: list[Outcome]) -> dict:
             "warm_p50_ms": _ms(percentile(warm, 50)),
         })
     return figures
+
+
+def records(outcomes: list[Outcome]) -> list[dict]:
+    """Every keystroke as one flat record, for reading why a figure is what it is (`--records`):
+    the suggestion beside the real text that followed, its latency, and how it was counted."""
+    rows = []
+    for o in outcomes:
+        for s in o.sent:
+            rows.append({"uri": o.uri, "index": s.index, "pause": s.pause, "suggested": s.suggested,
+                         "shown": s.shown, "matched": s.suggested and _first_line_matches(s.text, s.truth),
+                         "ms": _ms((s.answered_at - s.at) * 1e3) if s.answered_at is not None else None,
+                         "cancelled": s.cancelled, "text": s.text, "truth": s.truth[:200]})
+    return rows
+
+
+def write_records(outcomes: list[Outcome], path) -> None:
+    with open(path, "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in records(outcomes))
 
 
 def _in_time(s: Keystroke) -> bool:

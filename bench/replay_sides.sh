@@ -4,7 +4,7 @@
 #
 #   specd_side LABEL JSON [--config FILE] -- REPLAY_ARGS...
 # A fresh daemon (a first start fills what a start keeps, so the start printed is a cached one),
-# `specd replay REPLAY_ARGS --json JSON`, the daemon's resident memory after it and `specd status`'s
+# `specd replay REPLAY_ARGS --json JSON` (and every keystroke in JSON's .jsonl beside it), the daemon's resident memory after it and `specd status`'s
 # memory and pass-cost lines, then stopped. The daemon is the specd that Python imports: a
 # PYTHONPATH set by the caller (bench/worktree.sh) names another commit's.
 specd_side() {
@@ -17,7 +17,7 @@ specd_side() {
     if ! "${specd[@]}" start > /dev/null 2>&1; then echo "$label: specd start failed"; return 1; fi
     "${specd[@]}" stop > /dev/null 2>&1
     echo "$label: $("${specd[@]}" start 2>&1 | tail -1)"
-    echo "  replay: $("${specd[@]}" replay "$@" --json "$json" 2>&1 | head -1)"
+    echo "  replay: $("${specd[@]}" replay "$@" --json "$json" --records "${json%.json}.jsonl" 2>&1 | head -1)"
     pid=$(pgrep -f "specd.cli --config" | head -1)
     echo "  resident after the replay: $(ps -o rss= -p "$pid") kB"
     "${specd[@]}" status 2>&1 | grep -E "memory|ms by width" | sed 's/^/  /'
@@ -27,8 +27,9 @@ specd_side() {
 #   llama_side JSON REPLAY_ARGS...
 # The same typing into llama.cpp's server with llama.vim's requests (bench/llama_replay.py), where
 # LLAMA_SERVER names a llama-server binary (LLAMA_GGUF: the target's GGUF); it says "skipped" where not.
+# Its keystrokes go beside JSON too.
 llama_side() {
     local json=$1
     shift
-    echo "llama.cpp: $(.venv/bin/python bench/llama_replay.py "$@" --gguf "${LLAMA_GGUF:-}" --json "$json" 2>&1 | head -1)"
+    echo "llama.cpp: $(.venv/bin/python bench/llama_replay.py "$@" --gguf "${LLAMA_GGUF:-}" --json "$json" --records "${json%.json}.jsonl" 2>&1 | head -1)"
 }

@@ -116,6 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="after opening each file, read this long before the first request there "
                              "(default 0: ask at once)")
     parser.add_argument("--json", type=Path, help="write the report here")
+    parser.add_argument("--records", type=Path, metavar="JSONL",
+                        help="write every keystroke here, one JSON line each: what was suggested, "
+                             "what was typed next, when, and whether it showed and matched")
 
 
 def passages(args: argparse.Namespace) -> tuple[Passage, ...]:

@@ -78,6 +78,7 @@ def cmd_lsp(args) -> int:
 def cmd_replay(args) -> int:
     from specd.bench.replay import Replay, replay, specd_command
     from specd.bench.replay_report import report as figures
+    from specd.bench.replay_report import write_records
 
     passages = typed_passages(args)
     trigger = {"delay_ms": args.delay_ms, "max_line_suffix": args.max_line_suffix}
@@ -97,6 +98,8 @@ def cmd_replay(args) -> int:
             outcome.model_ms = model_time(records, outcome.uri, outcome.started, outcome.ended)
             outcome.asked = requests_received(records, outcome.uri, outcome.started, outcome.ended)
         report[name] = figures(outcomes)
+        if args.records:   # the first run's (the one measured); --baseline's go beside it
+            write_records(outcomes, args.records if name == "replay" else args.records.with_suffix(f".{name}.jsonl"))
         print(f"{name:20} {json.dumps(report[name])}", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specd.bench.replay_report import Keystroke, Outcome, report
+from specd.bench.replay_report import Keystroke, Outcome, records, report
 from specd.bench.typist import PassageError, pauses_after, sample, schedule
 
 PY = "import os\n\n\ndef walk(top):\n    for name in os.listdir(top):\n        yield os.path.join(top, name)\n"
@@ -98,3 +98,15 @@ def test_keystroke_figures_count_only_suggestions_with_text():
     assert figures["p50_ms"] == 200.0 and figures["p95_ms"] == 290.0
     assert figures["match_rate"] == 0.5 and figures["cancelled_by_client"] == 1
     assert report([Outcome("file:///k.py", started=0.0, sent=sent[2:])])["answered_share"] == 0.0
+
+
+def test_records_say_of_each_keystroke_what_it_was_counted_as():
+    """`--records`: one row per key, the suggestion beside the real text, matched and shown as
+    the report counts them."""
+    sent = [Keystroke(0.0, "return x\n", index=0, pause=True, next_at=1.0, answered_at=0.1, text="return x"),
+            Keystroke(1.0, "return y\n", index=1, next_at=1.2, answered_at=1.3, text="return z"),
+            Keystroke(2.0, "pass\n", index=2, cancelled=True)]
+    rows = records([Outcome("file:///r.py", started=0.0, sent=sent)])
+    assert [(r["index"], r["shown"], r["matched"], r["ms"], r["cancelled"]) for r in rows] == \
+        [(0, True, True, 100.0, False), (1, False, False, 300.0, False), (2, False, False, None, True)]
+    assert rows[1]["text"] == "return z" and rows[1]["truth"] == "return y\n" and rows[0]["uri"] == "file:///r.py"

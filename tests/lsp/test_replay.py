@@ -64,9 +64,12 @@ def test_a_replay_with_pauses_across_a_folder_reports_each_pause(specd_env, tmp_
                                       "function perimeter(width, height) {\n  return 2 * (width + height)\n}\n")
     out = tmp_path / "report.json"
     done = specd_env.specd("replay", str(folder), "--files", "3", "--chars", "8", "--cps", "20",
-                           "--pause-ms", "400", "--json", str(out))
+                           "--pause-ms", "400", "--json", str(out), "--records", str(tmp_path / "keys.jsonl"))
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())["replay"]
+    keys = [json.loads(line) for line in (tmp_path / "keys.jsonl").read_text().splitlines()]
+    assert len(keys) == report["sent"] and sum(k["shown"] and k["pause"] for k in keys) == report["shown"], \
+        "--records holds every keystroke the report counted"
     passages = sample(folder, 3, 8, seed=0)
     assert {p.language for p in passages} == {"python", "javascript"}
     pauses = sum(k.pause for p in passages for k in schedule(p.typed, 20, 400))
