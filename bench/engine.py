@@ -58,9 +58,11 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
     if plan.layerskip:
         return _layerskip(config, plan, cases, log)
     if not plan.suffix_budgets:
-        # the modes race over the same max_tokens: the doubt stop (engine.min_probability), a rule
-        # for what a person is shown, would end most cases after a token or two, with nothing to race
-        config = msgspec.structs.replace(config, engine=msgspec.structs.replace(config.engine, min_probability=0.0))
+        # the modes race over the same max_tokens: the doubt stop (engine.min_probability and
+        # min_first_probability), a rule for what a person is shown, would end most cases after a
+        # token or two, with nothing to race
+        config = msgspec.structs.replace(config, engine=msgspec.structs.replace(
+            config.engine, min_probability=0.0, min_first_probability=0.0))
     # hf-assisted drafts with the draft model too; heads@K with the kept heads
     wanted_heads = max(map(fewer_heads, modes), default=0)
     engine = build_engine(config, drafters=[*modes, *(["draft"] if "hf-assisted" in modes else []),
@@ -171,4 +173,5 @@ def _settings(engine, plan: EngineBench) -> dict:
     return {"target": str(engine.target.spec), "draft": str(engine.draft.spec) if engine.draft else None,
             "device": str(engine.target.device), "dtype": str(engine.target.dtype),
             "max_tokens": plan.max_tokens, "cases": str(plan.cases), "width": engine.width,
-            "min_probability": engine.settings.min_probability}
+            "min_probability": engine.settings.min_probability,
+            "min_first_probability": engine.settings.min_first_probability}

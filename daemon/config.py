@@ -188,6 +188,8 @@ def _validated(config: Config, path: Path) -> Config:
         (e.cache_memory_mb >= 1, "engine.cache_memory_mb must be at least 1"),
         (0.0 <= e.draft_confidence <= 1.0, "engine.draft_confidence must be 0..1"),
         (0.0 <= e.min_probability < 1.0, "engine.min_probability must be 0 (never) up to, not including, 1"),
+        (0.0 <= e.min_first_probability < 1.0,
+         "engine.min_first_probability must be 0 (never) up to, not including, 1"),
     ]
     for ok, message in checks + _backend_checks(config.backend):
         if not ok:

@@ -245,7 +245,8 @@ class Engine:
             self.stop_ids, request.max_tokens, request.single_line,
             request.suffix if request.stop_at_suffix else "",
             None if request.deadline_s is None else now + request.deadline_s,
-            None if request.cut_s is None else now + request.cut_s, self.settings.min_probability))
+            None if request.cut_s is None else now + request.cut_s, self.settings.min_probability,
+            self.settings.min_first_probability))
         generator = torch.Generator().manual_seed(request.sampler.seed)
         job = DraftJob(prompt, list(slot.previous), request.sampler, generator, cancelled, slot.draft, slot.target)
         outcome = "cancelled"
@@ -290,7 +291,7 @@ class Engine:
                               (t1 - t0) * 1e3, (t2 - t1) * 1e3, proposal.forwards, proposal.match,
                               proposal.prefill_s * 1e3))
             committed = proposal.tokens[:accepted] + [token]
-            probs = probabilities(logits, committed) if stopper.rules.min_probability else [1.0] * len(committed)
+            probs = probabilities(logits, committed) if stopper.rules.doubts else [1.0] * len(committed)
             for new, probability in zip(committed, probs):
                 context.append(new)
                 if stopper.push(new, probability):

@@ -11,6 +11,8 @@ And doubt (`min_probability`): once the completion shows some text, it ends befo
 token the target itself gives less than that probability. What is shown is still the target's
 own text, only shorter where the target was unsure of the rest: a prefix a person can take, where
 the whole suggestion would likely be wrong from there on (the replay's figures in the README).
+Before any text shows, `min_first_probability` does the same for the first visible token: a
+completion the target is unsure of from its start ends empty, and nothing is shown.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ class StopRules:
     deadline: float | None = None  # time.monotonic() after which to end at the next line end
     cut: float | None = None       # time.monotonic() after which to end at the next word end
     min_probability: float = 0.0   # after some text, end before a token the target gives less (0: never)
+    min_first_probability: float = 0.0  # before any text, the same (the completion ends empty)
+
+    @property
+    def doubts(self) -> bool:
+        """Whether a token's probability can end the completion (else no one needs to compute it)."""
+        return bool(self.min_probability or self.min_first_probability)
 
 
 class Stopper:
@@ -51,7 +59,8 @@ class Stopper:
         assert not self.done, "no tokens after the end"
         if token in self.rules.stop_ids:
             return self._end("stop_token")
-        if probability < self.rules.min_probability and self.text.strip():
+        shows = bool(self.text.strip())
+        if probability < (self.rules.min_probability if shows else self.rules.min_first_probability):
             return self._end("unsure")
         self.tokens.append(token)
         return self._grown(self.tokenizer.decode(self.tokens, skip_special_tokens=False), len(self.tokens))

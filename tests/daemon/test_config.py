@@ -49,12 +49,15 @@ def test_render_prints_the_trigger_section_as_toml_that_reads_back(tmp_path):
     assert load_config(config_file(tmp_path, text)) == config
 
 
+@pytest.mark.parametrize("key", ["min_probability", "min_first_probability"])
 @pytest.mark.parametrize("value", ["-0.1", "1.0", '"high"'])
-def test_a_bad_least_probability_is_refused_naming_it(tmp_path, value):
+def test_a_bad_least_probability_is_refused_naming_it(tmp_path, key, value):
     with pytest.raises(ConfigError) as error:
-        load_config(config_file(tmp_path, f"[engine]\nmin_probability = {value}\n"))
-    assert "min_probability" in str(error.value)
+        load_config(config_file(tmp_path, f"[engine]\n{key} = {value}\n"))
+    assert key in str(error.value)
 
 
 def test_a_least_probability_is_read(tmp_path):
     assert load_config(config_file(tmp_path, "[engine]\nmin_probability = 0.6\n")).engine.min_probability == 0.6
+    engine = load_config(config_file(tmp_path, "[engine]\nmin_first_probability = 0.3\n")).engine
+    assert engine.min_first_probability == 0.3

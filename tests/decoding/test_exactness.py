@@ -111,6 +111,25 @@ def test_every_drafter_ends_where_plain_greedy_doubts(engine, prompt):
         assert (result.tokens, result.stop_reason) == (plain.tokens, "unsure"), f"{drafter} ended elsewhere"
 
 
+@pytest.mark.parametrize("prompt", [REPEATING, scrambled(1)], ids=["repeating", "scrambled1"])
+def test_every_drafter_shows_nothing_where_plain_greedy_doubts_its_first_token(engine, prompt):
+    """engine.min_first_probability: above the first visible token's probability the completion
+    ends empty, whatever drafted; below it every drafter gives the whole completion."""
+    prefix, suffix = prompt
+    whole = engine.complete(request(prefix, suffix, "none", "first-whole"))
+    tokenizer = engine.target.tokenizer
+    visible = next(i for i in range(len(whole.tokens)) if tokenizer.decode(whole.tokens[:i + 1]).strip())
+    ids = engine.build_prompt(prefix, suffix).ids + whole.tokens[:visible]  # rows that chose tokens 0..visible
+    with torch.no_grad():
+        logits = engine.target.model(torch.tensor([ids])).logits[0, -1 - visible:].float()
+    first = min(torch.softmax(logits, -1)[i, t].item() for i, t in enumerate(whole.tokens[:visible + 1]))
+    for least, expected in ((min(0.999, first * 1.5), []), (first * 0.5, whole.tokens)):
+        doubting = engine.with_settings(min_first_probability=least)
+        for drafter in ["none", *served(doubting)]:
+            result = doubting.complete(request(prefix, suffix, drafter, f"first-{drafter}-{least}"))
+            assert result.tokens == expected, f"{drafter} at {least:.3f} (first visible token {first:.3f})"
+
+
 @pytest.mark.parametrize("shape", [STEEP, CHEAP], ids=["steep", "cheap"])
 @pytest.mark.parametrize("prompt", [REPEATING, scrambled(0)], ids=["repeating", "scrambled0"])
 def test_every_drafter_gives_plain_greedy_tokens_whatever_the_curve(engine, shape, prompt):

@@ -80,6 +80,26 @@ def test_doubt_ends_before_the_first_unsure_token_once_text_shows(tokenizer):
     assert s.text == tokenizer.decode(ids[:3])
 
 
+def test_doubt_before_any_text_ends_the_completion_empty(tokenizer):
+    """min_first_probability: whitespace and the first visible token are held to it; once text
+    shows, min_probability takes over."""
+    ids = tokenizer.encode("\n    value = compute(alpha)", add_special_tokens=False)
+    visible = next(i for i in range(len(ids)) if tokenizer.decode(ids[:i + 1]).strip())
+    rules = StopRules(frozenset(), 50, min_probability=0.2, min_first_probability=0.5)
+    s = Stopper(tokenizer, rules)
+    assert s.push(ids[0], 0.4) and (s.reason, s.text, s.tokens) == ("unsure", "", []), "nothing shown"
+    s = Stopper(tokenizer, rules)
+    for token in ids[:visible]:
+        assert not s.push(token, 0.6)
+    assert s.push(ids[visible], 0.49), "the first visible token is held to min_first_probability"
+    assert s.reason == "unsure" and not s.text.strip()
+    s = Stopper(tokenizer, rules)
+    for token in ids[:visible + 1]:
+        assert not s.push(token, 0.5)
+    assert not s.push(ids[visible + 1], 0.3), "once text shows, only min_probability (0.2) ends it"
+    assert rules.doubts and not StopRules(frozenset(), 50).doubts
+
+
 def test_no_doubt_without_a_least_probability(tokenizer):
     s = Stopper(tokenizer, StopRules(frozenset(), 50))
     for token in tokenizer.encode("x = 1", add_special_tokens=False):
