@@ -55,14 +55,14 @@ def run_bench(config: Config, plan: EngineBench, log: Callable[[str], None]) -> 
         raise RequestError(f"unknown modes {unknown}; known: {', '.join(sorted(known))}, heads@K (the first K heads)")
     if plan.quantize:
         return _weights(config, plan, cases, log)
-    if plan.layerskip:
-        return _layerskip(config, plan, cases, log)
     if not plan.suffix_budgets:
-        # the modes race over the same max_tokens: the doubt stop (engine.min_probability and
-        # min_first_probability), a rule for what a person is shown, would end most cases after a
-        # token or two, with nothing to race
+        # the modes (and the layer sets) race over the same max_tokens: the doubt stop
+        # (engine.min_probability and min_first_probability), a rule for what a person is shown,
+        # would end most cases after a token or two, with nothing to race
         config = msgspec.structs.replace(config, engine=msgspec.structs.replace(
             config.engine, min_probability=0.0, min_first_probability=0.0))
+    if plan.layerskip:
+        return _layerskip(config, plan, cases, log)
     # hf-assisted drafts with the draft model too; heads@K with the kept heads
     wanted_heads = max(map(fewer_heads, modes), default=0)
     engine = build_engine(config, drafters=[*modes, *(["draft"] if "hf-assisted" in modes else []),

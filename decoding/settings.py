@@ -55,7 +55,7 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # less (0: where the pass costs say it stops paying, alone)
     min_probability: float = 0.8     # once a completion shows text, end it before a token the target gives less
                                      # (0: never); chosen by `bench/engine_sweep.sh` (README)
-    min_first_probability: float = 0.0  # before any text shows, a token the target gives less ends the completion
+    min_first_probability: float = 0.15  # before any text shows, a token the target gives less ends the completion
                                      # empty: nothing shown rather than a guess (0: never; README)
     cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (~7 on the
                                      # built-in pair's float32 caches: the daemon stays within 2.5 GB)

@@ -82,6 +82,7 @@ def tiny_engine(target: Path, draft: Path | None = None, cache_dir: Path | None 
     settings.setdefault("max_tokens_limit", 64)
     settings.setdefault("prefill_chunk", 32)
     settings.setdefault("min_probability", 0.0)  # tiny random models are unsure of nearly every token
+    settings.setdefault("min_first_probability", 0.0)
     heads = seeded_heads(t) if heads == "seeded" else heads
     return Engine(t, d, EngineSettings(**settings), curve or hand_curve(CHEAP), heads=heads)
 

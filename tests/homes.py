@@ -38,6 +38,7 @@ prefill_chunk = 8
 cache_memory_mb = 64
 glance_tokens = 0        # whole prompts: the tests of glances turn them on (tests/daemon/test_glance.py)
 min_probability = 0      # no doubt stop: tiny random models doubt every token, and a long request must stay long
+min_first_probability = 0
 
 [completion]
 first_line_ms = 0        # completions that do not depend on how fast the machine is today

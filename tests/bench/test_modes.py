@@ -110,21 +110,22 @@ def test_bench_quantize_runs_each_weight_kind_side_by_side(tmp_path, tiny_target
 
 
 def test_the_modes_race_over_max_tokens_whatever_the_doubt_stop(tmp_path, tiny_target, tiny_draft):
-    """`specd bench --modes`: the config's doubt stop (engine.min_probability) ends a suggestion
-    for a person; a tiny random model doubts every token, and with it on each case would end after
-    one. The modes' race runs without it."""
+    """`specd bench --modes`: the config's doubt stops (engine.min_probability and
+    min_first_probability) end a suggestion for a person; a tiny random model doubts every token,
+    and with them on each case would end after one token or none. The modes' race runs without."""
     from tests.homes import make_home
 
     home = make_home(tmp_path, tiny_target, tiny_draft)
-    home.config_path.write_text(home.config_path.read_text().replace("min_probability = 0 ", "min_probability = 0.8 "))
-    assert home.config().engine.min_probability == 0.8
+    text = home.config_path.read_text().replace("min_probability = 0 ", "min_probability = 0.8 ")
+    home.config_path.write_text(text.replace("min_first_probability = 0\n", "min_first_probability = 0.5\n"))
+    assert (home.config().engine.min_probability, home.config().engine.min_first_probability) == (0.8, 0.5)
     cases = tmp_path / "cases.jsonl"
     cases.write_text("".join(json.dumps({"prefix": c.prefix, "suffix": c.suffix}) + "\n" for c in CASES))
     out = tmp_path / "modes.json"
     run = home.specd("bench", "--cases", str(cases), "--modes", "none,lookup", "--max-tokens", "12", "--json", str(out))
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
-    assert result["settings"]["min_probability"] == 0.0
+    assert result["settings"]["min_probability"] == result["settings"]["min_first_probability"] == 0.0
     for mode, m in result["modes"].items():
         assert m["new_tokens"] > 2 * len(CASES), f"{mode}: {m['new_tokens']} tokens: the doubt stop ended the cases"
     assert result["modes"]["lookup"]["identical_to_none"] == len(CASES)

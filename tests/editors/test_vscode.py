@@ -180,7 +180,7 @@ def isolated_env(home: Path, runtime: Path) -> dict[str, str]:
     # the whole 16 tokens at once (no cut at a word or line end on a slow machine, no end where
     # the target doubts: it doubts after `sum((`): more than one word, so that Ctrl+Right leaves a rest
     config.write_text("[completion]\nmax_tokens = 16\ncut_ms = 0\nfirst_line_ms = 0\n"
-                      "[engine]\nmin_probability = 0\n")
+                      "[engine]\nmin_probability = 0\nmin_first_probability = 0\n")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     env = dict(os.environ, HOME=str(home / "home"), SPECD_CONFIG=str(config),
                XDG_RUNTIME_DIR=str(runtime), XDG_CACHE_HOME=cache)
