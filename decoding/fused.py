@@ -26,6 +26,7 @@ import torch
 
 from specd.decoding import qkernel
 from specd.decoding.blocks import BlockLinear
+from specd.decoding.kvcache import initialize_halves
 
 PROJECTIONS = (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"), ("v", "self_attn.v_proj"),
                ("o", "self_attn.o_proj"), ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"), ("down", "mlp.down_proj"))
@@ -98,11 +99,10 @@ class FusedLayers:
         """x [S, E] float32 (rows at positions start..) through layer `index` in place, writing its
         keys and values into `kv` (a static cache layer) at start.. and counting them written."""
         s = x.shape[0]
-        if not kv.is_initialized:
-            shape = (1, self.kv_heads, 1, self.head_dim)
-            kv.lazy_initialization(torch.empty(shape), torch.empty(shape))
+        initialize_halves(kv, self.kv_heads, self.head_dim)
         keys, values = kv.keys, kv.values                                   # [1, H_kv, capacity, D]
-        assert x.dtype == keys.dtype == torch.float32 and x.is_contiguous() and keys.is_contiguous()
+        assert x.dtype == torch.float32 and keys.dtype == qkernel.KV_DTYPE
+        assert x.is_contiguous() and keys.is_contiguous()
         described = self.layers[index]
         work, scratch = self._buffers(described, s)
         rc = self.lib.specd_layer(ctypes.addressof(described), x.data_ptr(), s, start, cos.data_ptr(), sin.data_ptr(),

@@ -18,6 +18,8 @@ from functools import cache
 import torch
 from transformers import StaticCache
 
+from specd.decoding import qkernel
+
 
 class CacheFull(Exception):
     """The prompt and the tokens to generate do not fit the cache."""
@@ -97,6 +99,15 @@ class KVCache:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for layer in self.past.layers
                    if layer.is_initialized for t in (layer.keys, layer.values))
+
+
+def initialize_halves(layer, kv_heads: int, head_dim: int) -> None:
+    """Make a static cache layer that no pass has written yet hold `qkernel.KV_DTYPE` (IEEE halves),
+    as the passes through specd's attention kernel read it (kernels/half.h); transformers would
+    make it the dtype of the first keys written, float32."""
+    if not layer.is_initialized:
+        shape = (1, kv_heads, 1, head_dim)
+        layer.lazy_initialization(*(torch.empty(shape, dtype=qkernel.KV_DTYPE) for _ in range(2)))
 
 
 @cache

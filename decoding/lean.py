@@ -14,7 +14,9 @@ else runs transformers' forward.
 Attention: a float32 model with block weights attends through specd's own kernel
 (kernels/attend.c, `own_attention`), which reads the static cache in place, one row at a time on
 specd's threads; torch's SDPA, which ran single-threaded with a mask built per pass, took ~15 of
-70 ms of a width-1 pass over a ~1000-token cache. Other models keep `attention.folded`.
+70 ms of a width-1 pass over a ~1000-token cache. That cache holds IEEE halves (kernels/half.h:
+half the bytes to wait for), rounded by specd's kernels on every path that writes it. Other
+models keep `attention.folded`.
 
 Layers: where every projection runs on block weights as well, each layer is one call of specd's
 kernels (decoding/fused.py, kernels/layer.c) instead of this file's torch ops.
@@ -29,7 +31,7 @@ import torch
 from specd.decoding import fused, qkernel
 from specd.decoding.attention import folded, keys_needed
 from specd.decoding.blocks import has_blocks
-from specd.decoding.kvcache import KVCache, Rows
+from specd.decoding.kvcache import KVCache, Rows, initialize_halves
 
 TYPES = ("qwen2", "llama")
 
@@ -144,7 +146,11 @@ class Lean:
         # keys stay bf16 (its cache's dtype) and are the bits its own forward writes
         cos, sin = (table.to(x.dtype)[:, None] for table in rotary)               # [S, 1, D]
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        cached_k, cached_v = kv.update(k.transpose(0, 1)[None], v.transpose(0, 1)[None])  # [1, H_kv, capacity, D]
+        k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]                  # [1, H_kv, S, D]
+        if self.own_attention:  # its cache holds halves, rounded as a layer's one call rounds them
+            initialize_halves(kv, self.kv_heads, self.head_dim)
+            k, v = qkernel.halves(k), qkernel.halves(v)
+        cached_k, cached_v = kv.update(k, v)                                      # [1, H_kv, capacity, D]
         start, mask, keys = where
         if self.own_attention:
             out = qkernel.attend(q.contiguous(), cached_k[0], cached_v[0], start, self.scaling)  # [S, H * D]

@@ -14,7 +14,7 @@ AVX-VNNI and AVX-512 code compute the portable code's very bits (the same float 
 same order), so the choice between them, made at run time from the CPU's flags, changes speed only.
 Attention likewise: a row's softmax runs over blocks of 32 keys counted from position 0, whatever
 the pass's width or the cache's length, each (row, query head) computed whole by one thread
-(tests/decoding/test_attend.py).
+(tests/decoding/test_attend.py); the cache it reads holds IEEE halves (kernels/half.h).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def library() -> ctypes.CDLL:
     lib.specd_layout.argtypes = [i]
     lib.specd_relayout.argtypes = [i, i, p, ctypes.c_size_t]
     lib.specd_attend.argtypes = [p, i, i, i, i, p, p, i, i, ctypes.c_float, p]
+    lib.specd_halves.argtypes = [p, ctypes.c_size_t, p]
     lib.specd_threads(torch.get_num_threads())
     _force_from_environment(lib)
     return lib
@@ -170,14 +171,29 @@ def _scratch(size: int) -> int:
     return buffer.data_ptr()
 
 
+KV_DTYPE = torch.float16  # what the cache of a pass through `attend` holds (kernels/half.h says why)
+
+
+def halves(x: torch.Tensor) -> torch.Tensor:
+    """float32 x rounded to `KV_DTYPE` as the kernels write the cache (kernels/half.h), so the torch
+    ops' passes (decoding/lean.py) write the bits a layer's one call writes."""
+    assert x.dtype == torch.float32, "float32 values"
+    x = x.contiguous()
+    out = torch.empty(x.shape, dtype=KV_DTYPE)
+    library().specd_halves(x.data_ptr(), x.numel(), out.data_ptr())
+    return out
+
+
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, start: int, scale: float) -> torch.Tensor:
     """Attention of q [S, H, D] (row r at position start + r) over a static cache layer's keys and
     values [H_kv, capacity, D], positions 0..start + r written, head h reading key/value head
-    h // (H / H_kv); float32, contiguous -> [S, H * D]. Each row computed alone (kernels/attend.h):
-    its bits never depend on the pass's width or the cache's capacity."""
+    h // (H / H_kv); float32 queries, `KV_DTYPE` keys and values, contiguous -> [S, H * D] float32.
+    Each row computed alone (kernels/attend.h): its bits never depend on the pass's width or the
+    cache's capacity."""
     s, heads, d = q.shape
     kv_heads, capacity, _ = keys.shape
-    assert q.dtype == keys.dtype == values.dtype == torch.float32, "float32 queries, keys and values"
+    assert q.dtype == torch.float32, "float32 queries"
+    assert keys.dtype == values.dtype == KV_DTYPE, f"{KV_DTYPE} keys and values"
     assert q.is_contiguous() and keys.is_contiguous() and values.is_contiguous(), "contiguous tensors"
     assert values.shape == keys.shape and keys.shape[2] == d, f"keys and values [H_kv, capacity, {d}]"
     assert heads % kv_heads == 0 and d % 8 == 0 and d <= 256, f"{heads} heads on {kv_heads}, head size {d}"

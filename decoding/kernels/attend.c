@@ -1,4 +1,5 @@
-/* Attention on the CPU for float32 passes (decoding/lean.py through decoding/qkernel.py): each query
+/* Attention on the CPU for float32 passes (decoding/lean.py through decoding/qkernel.py) over a
+ * cache of IEEE halves (half.h: half the bytes a width-1 pass waits for): each query
  * row computed whole by one thread, alone (attend.h), so a row's bits never depend on the rows
  * beside it; torch's flash attention splits queries into blocks whose shape depends on the pass
  * (decoding/attention.py pads around that). The query heads sharing a key/value head, and up to
@@ -30,16 +31,16 @@ static float exp_neg(float x) {
 
 /* q . k in eight lanes (lane l sums the products d = l mod 8, fused, in order) and lanes8.h's
  * reduction: the AVX2 body's order */
-static float dot8(const float *a, const float *b, int d) {
+static float dot8(const float *a, const uint16_t *b, int d) {
     float lane[8] = {0};
     for (int i = 0; i < d; i += 8)
-        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[i + l], b[i + l], lane[l]);
+        for (int l = 0; l < 8; l++) lane[l] = fmaf(a[i + l], half_to_float(b[i + l]), lane[l]);
     float s0 = lane[0] + lane[4], s1 = lane[1] + lane[5], s2 = lane[2] + lane[6], s3 = lane[3] + lane[7];
     return (s0 + s2) + (s1 + s3);
 }
 
 /* one head's block of n keys from key b: its scores, the running top and sum rescaled, acc updated */
-static void block(const float *q, const float *k, const float *v, int d, int b, int n, float scale, float *acc,
+static void block(const float *q, const uint16_t *k, const uint16_t *v, int d, int b, int n, float scale, float *acc,
                   float *top, float *sum) {
     float p[KEYS], was = *top;
     for (int j = 0; j < n; j++) {
@@ -54,13 +55,13 @@ static void block(const float *q, const float *k, const float *v, int d, int b, 
     }
     for (int i = 0; i < d; i++) {
         float a = acc[i] * c;
-        for (int j = 0; j < n; j++) a = fmaf(p[j], v[(size_t)(b + j) * d + i], a);
+        for (int j = 0; j < n; j++) a = fmaf(p[j], half_to_float(v[(size_t)(b + j) * d + i]), a);
         acc[i] = a;
     }
 }
 
-void attend_heads(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d, int last,
-                  float scale, float *out) {
+void attend_heads(const float *q, int rows, size_t stride, int count, const uint16_t *k, const uint16_t *v, int d,
+                  int last, float scale, float *out) {
     float acc[ROWS_AT_ONCE][HEADS_AT_ONCE][MAX_DIM];  /* 64 KB at most: on the stack */
     float top[ROWS_AT_ONCE][HEADS_AT_ONCE], sum[ROWS_AT_ONCE][HEADS_AT_ONCE];
     for (int r = 0; r < rows; r++)
@@ -84,7 +85,7 @@ void attend_heads(const float *q, int rows, size_t stride, int count, const floa
 typedef struct {
     attend_fn sweep;
     const float *q;          /* [s, heads, d] */
-    const float *k, *v;      /* [kv_heads, capacity, d] */
+    const uint16_t *k, *v;   /* [kv_heads, capacity, d] halves */
     int heads, groups, per, chunks, s, d, start, capacity;
     float scale;
     float *out;              /* [s, heads, d] */
@@ -117,9 +118,9 @@ static int heads_per_unit(int groups, int kv_heads, int bands) {
 }
 
 /* out [s, heads, d] = attention of q [s, heads, d] (row r at position start + r) over the keys and
- * values [kv_heads, capacity, d] written so far, each head h reading kv head h / (heads / kv_heads).
+ * values [kv_heads, capacity, d] (halves) written so far, each head h reading kv head h / (heads / kv_heads).
  * Returns 0, or -1 for a shape it cannot take (Python checks first; this is the last guard). */
-int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const float *k, const float *v,
+int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const uint16_t *k, const uint16_t *v,
                  int capacity, int start, float scale, float *out) {
     if (s <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || d % 8 != 0 || d > MAX_DIM || start < 0 ||
         start + s > capacity)
@@ -133,4 +134,10 @@ int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const fl
     attend_job job = {sweep, q, k, v, heads, groups, per, chunks, s, d, start, capacity, scale, out};
     pool_run(attend_part, &job, kv_heads * bands * chunks, 1);
     return 0;
+}
+
+/* out[0..n) = x[0..n) rounded to halves (half.h), as layer.c writes the cache: what the torch ops'
+ * passes (decoding/lean.py) write, so both write the same bits */
+void specd_halves(const float *x, size_t n, uint16_t *out) {
+    for (size_t i = 0; i < n; i++) out[i] = half_from_float(x[i]);
 }

@@ -1,6 +1,6 @@
 /* Attention for one query row, as specd's CPU passes compute it (attend.c): the row against the
  * keys at positions 0..last of one key/value head, by an online softmax over blocks of KEYS keys
- * counted from position 0. Nothing in a row's arithmetic depends on the other rows of its pass,
+ * counted from position 0. Keys and values are IEEE halves (half.h), widened exactly as read. Nothing in a row's arithmetic depends on the other rows of its pass,
  * on how many there are, or on the cache's length: a token's attention has the same bits however
  * its prompt was chunked and whatever width its pass had.
  */
@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "half.h"
 
 #define KEYS 32       /* keys per block of the online softmax (fixed by position, never by the pass) */
 #define MAX_DIM 256   /* the largest head dimension taken */
@@ -32,10 +34,10 @@
 /* The block of keys and values after block b (of a sweep up to key `final`) asked for into L2
  * while block b is computed: the hardware prefetcher alone left a width-1 pass's attention
  * waiting on memory. A prefetch changes no value. */
-static inline void attend_ahead(const float *k, const float *v, int d, int b, int final) {
+static inline void attend_ahead(const uint16_t *k, const uint16_t *v, int d, int b, int final) {
     if (b + KEYS > final) return;
     const char *keys = (const char *)(k + (size_t)(b + KEYS) * d), *values = (const char *)(v + (size_t)(b + KEYS) * d);
-    for (size_t i = 0; i < (size_t)KEYS * d * sizeof(float); i += 64) {
+    for (size_t i = 0; i < (size_t)KEYS * d * sizeof(uint16_t); i += 64) {
         __builtin_prefetch(keys + i, 0, 2);
         __builtin_prefetch(values + i, 0, 2);
     }
@@ -44,16 +46,16 @@ static inline void attend_ahead(const float *k, const float *v, int d, int b, in
 /* For each of `rows` (<= ROWS_AT_ONCE) query rows r, `stride` floats apart in q and out, row r
  * seeing the keys 0..last + r, and each of `count` (<= HEADS_AT_ONCE) query heads h, d apart:
  * out_rh[0..d) = softmax(q_rh . k_j * scale over j <= last + r) weighted sum of v_j; key j at
- * k + j * d. The rows and heads share each block of keys and values while it is in the core's
- * cache; each (row, head)'s arithmetic is its own, the same as if it were swept alone. */
-typedef void (*attend_fn)(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d,
-                          int last, float scale, float *out);
+ * k + j * d (halves). The rows and heads share each block of keys and values while it is in the
+ * core's cache; each (row, head)'s arithmetic is its own, the same as if it were swept alone. */
+typedef void (*attend_fn)(const float *q, int rows, size_t stride, int count, const uint16_t *k, const uint16_t *v,
+                          int d, int last, float scale, float *out);
 
-void attend_heads(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d, int last,
-                  float scale, float *out);
+void attend_heads(const float *q, int rows, size_t stride, int count, const uint16_t *k, const uint16_t *v, int d,
+                  int last, float scale, float *out);
 #if defined(__x86_64__) || defined(_M_X64)
-void attend_heads_avx2(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d,
-                       int last, float scale, float *out);
+void attend_heads_avx2(const float *q, int rows, size_t stride, int count, const uint16_t *k, const uint16_t *v,
+                       int d, int last, float scale, float *out);
 #endif
 
 #endif

@@ -1,6 +1,6 @@
 /* The AVX2 body of attend.c's heads: the same float operations in the same order, eight lanes at a
  * time (the head dimension in the weighted sum, and four keys' dot products side by side), so the
- * same bits. Chosen at run time where the CPU has AVX2 and FMA, like dot_avx2.c.
+ * same bits; the cache's halves widened by F16C's vcvtph2ps, exact like half.h's. Chosen at run time where the CPU has AVX2 and FMA, like dot_avx2.c.
  */
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -14,6 +14,9 @@
 #define INLINE AVX2 static inline __attribute__((always_inline))
 
 #include "lanes8.h"
+
+/* eight halves from p, widened */
+INLINE __m256 load_halves(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 /* e^x for x <= 0, lane by lane: attend.c's exp_neg */
 INLINE __m256 exp_neg8(__m256 x) {
@@ -34,19 +37,19 @@ INLINE __m256 exp_neg8(__m256 x) {
 /* q . k for KEYS_AT_ONCE keys d apart (or one), each attend.c's dot8: several keys' chains of fused
  * adds side by side hide each one's latency */
 #define KEYS_AT_ONCE 8
-INLINE void dots(const float *q, const float *k, int d, int count, float *out) {
+INLINE void dots(const float *q, const uint16_t *k, int d, int count, float *out) {
     __m256 a[KEYS_AT_ONCE];
     for (int l = 0; l < KEYS_AT_ONCE; l++) a[l] = _mm256_setzero_ps();
     if (count == KEYS_AT_ONCE) {
         for (int i = 0; i < d; i += 8) {
             __m256 x = _mm256_loadu_ps(q + i);
-            for (int l = 0; l < KEYS_AT_ONCE; l++) a[l] = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + (size_t)l * d + i), a[l]);
+            for (int l = 0; l < KEYS_AT_ONCE; l++) a[l] = _mm256_fmadd_ps(x, load_halves(k + (size_t)l * d + i), a[l]);
         }
         for (int l = 0; l < KEYS_AT_ONCE; l++) out[l] = reduce8(a[l]);
         return;
     }
     for (int l = 0; l < count; l++) {
-        for (int i = 0; i < d; i += 8) a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + (size_t)l * d + i), a[0]);
+        for (int i = 0; i < d; i += 8) a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_halves(k + (size_t)l * d + i), a[0]);
         out[l] = reduce8(a[0]);
         a[0] = _mm256_setzero_ps();
     }
@@ -54,27 +57,27 @@ INLINE void dots(const float *q, const float *k, int d, int count, float *out) {
 
 /* acc[i] = acc[i] * c + p[0] v_0[i] + ... + p[n-1] v_{n-1}[i], fused, in order of the keys; eight
  * lanes of acc at a time when it can (eight chains of fused adds hide each one's latency) */
-INLINE void weigh(__m256 *acc, const float *p, const float *v, int d, int n, float c) {
+INLINE void weigh(__m256 *acc, const float *p, const uint16_t *v, int d, int n, float c) {
     int i = 0;
     for (; i + 8 <= d / 8; i += 8) {
         __m256 a[8];
         for (int l = 0; l < 8; l++) a[l] = _mm256_mul_ps(acc[i + l], _mm256_set1_ps(c));
         for (int j = 0; j < n; j++) {
             __m256 w = _mm256_set1_ps(p[j]);
-            const float *row = v + (size_t)j * d + 8 * i;
-            for (int l = 0; l < 8; l++) a[l] = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 8 * l), a[l]);
+            const uint16_t *row = v + (size_t)j * d + 8 * i;
+            for (int l = 0; l < 8; l++) a[l] = _mm256_fmadd_ps(w, load_halves(row + 8 * l), a[l]);
         }
         for (int l = 0; l < 8; l++) acc[i + l] = a[l];
     }
     for (; i < d / 8; i++) {
         __m256 a = _mm256_mul_ps(acc[i], _mm256_set1_ps(c));
-        for (int j = 0; j < n; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + (size_t)j * d + 8 * i), a);
+        for (int j = 0; j < n; j++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load_halves(v + (size_t)j * d + 8 * i), a);
         acc[i] = a;
     }
 }
 
 /* one head's block of n keys from key b: attend.c's block */
-INLINE void block(const float *q, const float *k, const float *v, int d, int b, int n, float scale, __m256 *acc,
+INLINE void block(const float *q, const uint16_t *k, const uint16_t *v, int d, int b, int n, float scale, __m256 *acc,
                   float *top, float *sum) {
     float p[KEYS] = {0}, was = *top;
     for (int j = 0; j < n; j += KEYS_AT_ONCE)
@@ -91,8 +94,8 @@ INLINE void block(const float *q, const float *k, const float *v, int d, int b, 
     weigh(acc, p, v + (size_t)b * d, d, n, c);
 }
 
-AVX2 void attend_heads_avx2(const float *q, int rows, size_t stride, int count, const float *k, const float *v, int d,
-                            int last, float scale, float *out) {
+AVX2 void attend_heads_avx2(const float *q, int rows, size_t stride, int count, const uint16_t *k, const uint16_t *v,
+                            int d, int last, float scale, float *out) {
     __m256 acc[ROWS_AT_ONCE][HEADS_AT_ONCE][MAX_DIM / 8];  /* 64 KB at most: on the stack */
     float top[ROWS_AT_ONCE][HEADS_AT_ONCE], sum[ROWS_AT_ONCE][HEADS_AT_ONCE];
     for (int r = 0; r < rows; r++)

@@ -15,9 +15,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "half.h"
 #include "matmul.h"
 
-int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const float *k, const float *v,
+int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const uint16_t *k, const uint16_t *v,
                  int capacity, int start, float scale, float *out);
 
 /* Where a layer's time goes, for `specd bench --profile` (decoding/profile.py): seconds per phase
@@ -89,14 +90,16 @@ static void rotary(float *x, int s, int heads, int d, const float *cos, const fl
         }
 }
 
-/* rows `s` of k and v [s, kv_heads * d] into the cache [kv_heads, capacity, d] at start.. */
-static void write_cache(const float *k, const float *v, int s, int kv_heads, int d, float *keys, float *values,
+/* rows `s` of k and v [s, kv_heads * d] into the cache [kv_heads, capacity, d] of halves at start.. */
+static void write_cache(const float *k, const float *v, int s, int kv_heads, int d, uint16_t *keys, uint16_t *values,
                         int capacity, int start) {
     for (int r = 0; r < s; r++)
         for (int h = 0; h < kv_heads; h++) {
             size_t at = ((size_t)h * capacity + start + r) * d, from = ((size_t)r * kv_heads + h) * d;
-            memcpy(keys + at, k + from, d * sizeof(float));
-            memcpy(values + at, v + from, d * sizeof(float));
+            for (int i = 0; i < d; i++) {
+                keys[at + i] = half_from_float(k[from + i]);
+                values[at + i] = half_from_float(v[from + i]);
+            }
         }
 }
 
@@ -126,11 +129,11 @@ size_t specd_layer_scratch(const layer *L, int s) {
 }
 
 /* x [s, hidden] (rows at positions start..) through the layer, in place; keys and values the
- * layer's static cache [kv_heads, capacity, d], rows start.. written. cos and sin [s, d]. `work`
+ * layer's static cache [kv_heads, capacity, d] of halves, rows start.. written. cos and sin [s, d]. `work`
  * holds specd_layer_work floats, `scratch` specd_layer_scratch bytes. Returns 0, or -1 for a
  * shape it cannot take (nothing written then but what was computed before the refusal). */
-int specd_layer(const layer *L, float *x, int s, int start, const float *cos, const float *sin, float *keys,
-                float *values, int capacity, float *work, uint8_t *scratch) {
+int specd_layer(const layer *L, float *x, int s, int start, const float *cos, const float *sin, uint16_t *keys,
+                uint16_t *values, int capacity, float *work, uint8_t *scratch) {
     int E = L->hidden, qd = L->heads * L->d, kvd = L->kv_heads * L->d;
     if (s <= 0 || start < 0 || start + s > capacity || L->d % 2 != 0) return -1;
     float *h = work, *q = h + (size_t)s * E, *k = q + (size_t)s * qd, *v = k + (size_t)s * kvd;

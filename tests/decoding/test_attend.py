@@ -1,6 +1,7 @@
-"""specd's attention kernel (kernels/attend.c): what it computes (torch's attention, to float32's
-rounding), that a row's bits are its own (whatever shares its pass, however long the cache), and
-that the AVX2 body computes the portable body's very bits."""
+"""specd's attention kernel (kernels/attend.c): what it computes (torch's attention over the same
+keys and values, to float32's rounding), that a row's bits are its own (whatever shares its pass,
+however long the cache), that the AVX2 body computes the portable body's very bits, and that the
+cache's halves are rounded as torch rounds them (kernels/half.h)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ SHAPES = [(12, 2, 128), (14, 2, 64), (4, 4, 16), (20, 1, 32)]
 def tensors(heads: int, kv_heads: int, d: int, s: int, capacity: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(s, heads, d, generator=g) * 2       # peaked scores: the softmax's rescaling matters
-    return q, torch.randn(kv_heads, capacity, d, generator=g), torch.randn(kv_heads, capacity, d, generator=g)
+    return q, *(qkernel.halves(torch.randn(kv_heads, capacity, d, generator=g)) for _ in range(2))
 
 
 def reference(q, keys, values, start: int, scale: float) -> torch.Tensor:
@@ -50,7 +51,8 @@ def test_a_rows_bits_are_its_own(heads, kv_heads, d):
     alone = torch.cat([qkernel.attend(q[r:r + 1].contiguous(), keys, values, start + r, scale) for r in range(40)])
     chunks = torch.cat([qkernel.attend(q[r:r + 13].contiguous(), keys, values, start + r, scale)
                         for r in range(0, 40, 13)])
-    longer_k, longer_v = (torch.cat([t, torch.randn(kv_heads, 500, d)], dim=1).contiguous() for t in (keys, values))
+    longer_k, longer_v = (torch.cat([t, torch.randn(kv_heads, 500, d).half()], dim=1).contiguous()
+                          for t in (keys, values))
     longer = qkernel.attend(q, longer_k, longer_v, start, scale)
     assert torch.equal(whole, alone) and torch.equal(whole, chunks) and torch.equal(whole, longer)
 
@@ -102,6 +104,7 @@ def test_the_avx2_body_computes_the_portable_bits(heads, kv_heads, d):
     (lambda q, k, v: (q, k, v, 1095), "within"),                          # positions past the cache
     (lambda q, k, v: (q[:, :5].contiguous(), k, v, 0), "heads on"),       # heads not a multiple of kv heads
     (lambda q, k, v: (q.double(), k, v, 0), "float32"),
+    (lambda q, k, v: (q, k.float(), v.float(), 0), "keys and values"),    # a cache of float32
     (lambda q, k, v: (q.transpose(0, 1), k, v, 0), "contiguous"),
     (lambda q, k, v: (q, k, v[:, :, :64].contiguous(), 0), "keys and values"),
 ])
@@ -110,3 +113,15 @@ def test_shapes_it_cannot_take_are_refused(change, message):
     q2, k2, v2, start = change(q, keys, values)
     with pytest.raises(AssertionError, match=message):
         qkernel.attend(q2, k2, v2, start, 0.1)
+
+
+def test_the_cache_is_rounded_to_halves_as_torch_rounds_them():
+    """To nearest, ties to even, through subnormals and overflow: the bits torch's .half() gives, so
+    the torch ops' passes and a layer's one call write the same cache."""
+    edges = torch.tensor([0.0, -0.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e9, float("inf"), -float("inf"),
+                          2 ** -24, 2 ** -25, 2 ** -25 * 1.0001, 3 * 2 ** -25, 2 ** -14, 2 ** -14 * (1 - 2 ** -11),
+                          1e-10, 1 + 2 ** -11, 1 + 3 * 2 ** -11])
+    g = torch.Generator().manual_seed(5)
+    x = torch.cat([edges, torch.randn(50_000, generator=g) * 300, torch.randn(50_000, generator=g) * 1e-5])
+    assert torch.equal(qkernel.halves(x).view(torch.int16), x.half().view(torch.int16))
+    assert qkernel.halves(torch.tensor([float("nan")])).isnan().all()
