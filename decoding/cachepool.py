@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specd.decoding import qkernel
 from specd.decoding.kvcache import KVCache
 
 
@@ -34,8 +35,9 @@ def kv_bytes(model: torch.nn.Module, capacity: int) -> int:
     c = model.config
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
-    element = torch.finfo(model.dtype).bits // 8
-    return 2 * c.num_hidden_layers * kv_heads * head_dim * capacity * element
+    lean = getattr(model, "specd_lean", None)
+    dtype = qkernel.KV_DTYPE if lean is not None and lean.own_attention else model.dtype  # lean.py: halves
+    return 2 * c.num_hidden_layers * kv_heads * head_dim * capacity * torch.finfo(dtype).bits // 8
 
 
 class CachePool:

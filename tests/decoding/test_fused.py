@@ -107,3 +107,16 @@ def test_the_layer_clock_sorts_a_pass_into_phases():
     assert set(ms) == set(fused.PHASES) and all(v > 0 for v in ms.values()), ms
     run(model, lean, [IDS])
     assert fused.timing(False) == ms, "nothing counted while the clock is off"
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_both_forwards_keep_halves_and_the_pool_counts_their_bytes(fuse):
+    """The cache read by specd's attention holds IEEE halves whichever forward wrote it (kernels/half.h),
+    and the per-document pool sizes its slots by the bytes those caches really take."""
+    from specd.decoding.cachepool import kv_bytes
+
+    model = block_model()
+    model.specd_lean = Lean(model, fuse=fuse)
+    _, cache = run(model, model.specd_lean, [IDS])
+    assert all(layer.keys.dtype == layer.values.dtype == qkernel.KV_DTYPE for layer in cache.past.layers)
+    assert cache.nbytes() == kv_bytes(model, cache.capacity)
