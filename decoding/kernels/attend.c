@@ -118,7 +118,8 @@ static int heads_per_unit(int groups, int kv_heads, int bands) {
 }
 
 /* out [s, heads, d] = attention of q [s, heads, d] (row r at position start + r) over the keys and
- * values [kv_heads, capacity, d] (halves) written so far, each head h reading kv head h / (heads / kv_heads).
+ * values [kv_heads, capacity, d] (halves) written so far, each head h reading kv head
+ * h / (heads / kv_heads).
  * Returns 0, or -1 for a shape it cannot take (Python checks first; this is the last guard). */
 int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const uint16_t *k, const uint16_t *v,
                  int capacity, int start, float scale, float *out) {

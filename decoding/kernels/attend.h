@@ -1,8 +1,9 @@
 /* Attention for one query row, as specd's CPU passes compute it (attend.c): the row against the
  * keys at positions 0..last of one key/value head, by an online softmax over blocks of KEYS keys
- * counted from position 0. Keys and values are IEEE halves (half.h), widened exactly as read. Nothing in a row's arithmetic depends on the other rows of its pass,
- * on how many there are, or on the cache's length: a token's attention has the same bits however
- * its prompt was chunked and whatever width its pass had.
+ * counted from position 0, the keys and values IEEE halves (half.h) widened exactly as read.
+ * Nothing in a row's arithmetic depends on the other rows of its pass, on how many there are, or
+ * on the cache's length: a token's attention has the same bits however its prompt was chunked and
+ * whatever width its pass had.
  */
 #ifndef SPECD_ATTEND_H
 #define SPECD_ATTEND_H

@@ -1,6 +1,7 @@
 /* The AVX2 body of attend.c's heads: the same float operations in the same order, eight lanes at a
  * time (the head dimension in the weighted sum, and four keys' dot products side by side), so the
- * same bits; the cache's halves widened by F16C's vcvtph2ps, exact like half.h's. Chosen at run time where the CPU has AVX2 and FMA, like dot_avx2.c.
+ * same bits; the cache's halves widened by F16C's vcvtph2ps, exact like half.h's. Chosen at run
+ * time where the CPU has AVX2 and FMA (and F16C, which every such CPU has), like dot_avx2.c.
  */
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
