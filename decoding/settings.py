@@ -57,8 +57,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # (0: never); chosen by `bench/engine_sweep.sh` (README)
     min_first_probability: float = 0.15  # before any text shows, a token the target gives less ends the completion
                                      # empty: nothing shown rather than a guess (0: never; README)
-    cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (13 of the
-                                     # built-in pair's on a CPU, ~59 MB each in halves: within 2.5 GB)
+    cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (15 of the
+                                     # built-in target's on a CPU, ~50 MB each in halves: within 2.5 GB)
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves
     layerskip_layers: str = "auto"   # the target's layers the layerskip drafter runs, as ranges ("0-9,14-27");
                                      # auto: the set `specd bench --layerskip` chose here, else a default
