@@ -5,8 +5,9 @@
 #   specd_side LABEL JSON [--config FILE] -- REPLAY_ARGS...
 # A fresh daemon (a first start fills what a start keeps, so the start printed is a cached one),
 # `specd replay REPLAY_ARGS --json JSON` (every keystroke in the .jsonl beside JSON), the daemon's
-# resident memory after it and `specd status`'s memory and pass-cost lines, then stopped. The daemon is the specd that Python imports: a
-# PYTHONPATH set by the caller (bench/worktree.sh) names another commit's.
+# resident memory after it and `specd status`'s memory and pass-cost lines, then stopped. The
+# daemon is the specd that Python imports: a PYTHONPATH set by the caller (bench/worktree.sh)
+# names another commit's.
 specd_side() {
     local label=$1 json=$2 pid
     shift 2

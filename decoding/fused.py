@@ -26,7 +26,6 @@ import torch
 
 from specd.decoding import qkernel
 from specd.decoding.blocks import BlockLinear
-from specd.decoding.kvcache import initialize_halves
 
 PROJECTIONS = (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"), ("v", "self_attn.v_proj"),
                ("o", "self_attn.o_proj"), ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"), ("down", "mlp.down_proj"))
@@ -99,8 +98,7 @@ class FusedLayers:
         """x [S, E] float32 (rows at positions start..) through layer `index` in place, writing its
         keys and values into `kv` (a static cache layer) at start.. and counting them written."""
         s = x.shape[0]
-        initialize_halves(kv, self.kv_heads, self.head_dim)
-        keys, values = kv.keys, kv.values                                   # [1, H_kv, capacity, D]
+        keys, values = kv.keys, kv.values                                   # [1, H_kv, capacity, D]: halves
         assert x.dtype == torch.float32 and keys.dtype == qkernel.KV_DTYPE
         assert x.is_contiguous() and keys.is_contiguous()
         described = self.layers[index]

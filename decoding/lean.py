@@ -115,6 +115,8 @@ class Lean:
     def layer(self, index: int, x: torch.Tensor, kv, rotary,
               where: tuple[int, torch.Tensor | None, int]) -> torch.Tensor:
         """x [S, E] through layer `index` (in place where the layer is one kernel call)."""
+        if self.own_attention:  # either way its cache holds halves (kernels/half.h)
+            initialize_halves(kv, self.kv_heads, self.head_dim)
         if self.fused is not None:
             self.fused.run(index, x, where[0], *rotary, kv)
             return x
@@ -147,8 +149,7 @@ class Lean:
         cos, sin = (table.to(x.dtype)[:, None] for table in rotary)               # [S, 1, D]
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]                  # [1, H_kv, S, D]
-        if self.own_attention:  # its cache holds halves, rounded as a layer's one call rounds them
-            initialize_halves(kv, self.kv_heads, self.head_dim)
+        if self.own_attention:  # rounded to the cache's halves as a layer's one call rounds them
             k, v = qkernel.halves(k), qkernel.halves(v)
         cached_k, cached_v = kv.update(k, v)                                      # [1, H_kv, capacity, D]
         start, mask, keys = where

@@ -15,11 +15,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "half.h"
 #include "matmul.h"
 
 int specd_attend(const float *q, int s, int heads, int kv_heads, int d, const uint16_t *k, const uint16_t *v,
                  int capacity, int start, float scale, float *out);
+void specd_halves(const float *x, size_t n, uint16_t *out);
 
 /* Where a layer's time goes, for `specd bench --profile` (decoding/profile.py): seconds per phase
  * since timing was last turned on, while it is on. */
@@ -90,16 +90,15 @@ static void rotary(float *x, int s, int heads, int d, const float *cos, const fl
         }
 }
 
-/* rows `s` of k and v [s, kv_heads * d] into the cache [kv_heads, capacity, d] of halves at start.. */
+/* rows `s` of k and v [s, kv_heads * d] into the cache [kv_heads, capacity, d] at start.., rounded
+ * to halves by specd_halves, as the torch ops' passes round what they write */
 static void write_cache(const float *k, const float *v, int s, int kv_heads, int d, uint16_t *keys, uint16_t *values,
                         int capacity, int start) {
     for (int r = 0; r < s; r++)
         for (int h = 0; h < kv_heads; h++) {
             size_t at = ((size_t)h * capacity + start + r) * d, from = ((size_t)r * kv_heads + h) * d;
-            for (int i = 0; i < d; i++) {
-                keys[at + i] = half_from_float(k[from + i]);
-                values[at + i] = half_from_float(v[from + i]);
-            }
+            specd_halves(k + from, d, keys + at);
+            specd_halves(v + from, d, values + at);
         }
 }
 
@@ -129,8 +128,8 @@ size_t specd_layer_scratch(const layer *L, int s) {
 }
 
 /* x [s, hidden] (rows at positions start..) through the layer, in place; keys and values the
- * layer's static cache [kv_heads, capacity, d] of halves, rows start.. written. cos and sin [s, d]. `work`
- * holds specd_layer_work floats, `scratch` specd_layer_scratch bytes. Returns 0, or -1 for a
+ * layer's static cache [kv_heads, capacity, d] of halves, rows start.. written. cos and sin
+ * [s, d]. `work` holds specd_layer_work floats, `scratch` specd_layer_scratch bytes. Returns 0, or -1 for a
  * shape it cannot take (nothing written then but what was computed before the refusal). */
 int specd_layer(const layer *L, float *x, int s, int start, const float *cos, const float *sin, uint16_t *keys,
                 uint16_t *values, int capacity, float *work, uint8_t *scratch) {
