@@ -24,6 +24,17 @@ def specd_env(tmp_path, tiny_target, tiny_draft, monkeypatch) -> Home:
     home.specd("stop")
 
 
+async def asked(home: Home, uri: str, done: int = 1) -> list:
+    """The daemon's trace lines for `uri`'s requests (not its prefetches), once `done` of them are
+    answered: a line is written after its reply, so an editor can hold the answer before it."""
+    for _ in range(3000):
+        lines = [line for line in home.trace(uri) if not line.prefetch]
+        if sum(line.outcome == "done" for line in lines) >= done:
+            return lines
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the daemon answered fewer than {done} requests for {uri}: {home.trace(uri)}")
+
+
 PY = "def parse(self, value):\n    return value.strip()\n\n\ndef render(self, value):\n    "
 
 

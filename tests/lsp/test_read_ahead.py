@@ -12,7 +12,7 @@ from pygls.lsp.client import LanguageClient
 
 from specd.bench.replay import specd_command
 from specd.lsp.focus import DID_FOCUS, read_focus
-from tests.lsp.conftest import PY, inline
+from tests.lsp.conftest import PY, asked, inline
 
 # Long enough that no prompt holds it whole (the tests' prefix budget is the default 1536 tokens):
 # opening it reads nothing ahead, so only didFocus does.
@@ -62,8 +62,8 @@ async def test_a_document_is_read_ahead_where_the_cursor_rests(specd_env):
         focus(client, uri, 200, 4)
         await read_ahead_done(specd_env, uri)
         answer = await asyncio.wait_for(inline(client, 200, 4, uri=uri), 120)
-        asked = [r for r in specd_env.trace(uri) if not r.prefetch]
-        assert asked[-1].stats.from_cache and asked[-1].passes == 0, "the request there was the one read ahead"
+        there = (await asked(specd_env, uri))[-1]
+        assert there.stats.from_cache and there.passes == 0, "the request there was the one read ahead"
         assert answer.items, "and it shows what was read ahead"
     finally:
         await stop(client)
@@ -76,8 +76,8 @@ async def test_opening_a_short_document_reads_it_at_its_end(specd_env):
         open_document(client, uri, PY)
         await read_ahead_done(specd_env, uri)
         await asyncio.wait_for(inline(client, 5, 4, uri=uri), 120)      # PY's end
-        asked = [r for r in specd_env.trace(uri) if not r.prefetch]
-        assert asked[-1].stats.from_cache and asked[-1].passes == 0
+        there = (await asked(specd_env, uri))[-1]
+        assert there.stats.from_cache and there.passes == 0
     finally:
         await stop(client)
 

@@ -9,7 +9,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from tests.lsp.conftest import inline, type_text
+from tests.lsp.conftest import asked, inline, type_text
 
 
 async def test_inline_completion_after_incremental_changes(editor):
@@ -56,17 +56,19 @@ async def test_typed_through_suggestion_is_answered_without_a_model_call(editor,
 
 async def test_a_suggestion_shown_has_its_accept_branch_ready_for_tab(editor, specd_env):
     shown = (await asyncio.wait_for(inline(editor, 5, 4), 120)).items[0].insert_text
-    for _ in range(2000):   # the prefetch runs once the suggestion is out
-        if any(line.prefetch and line.outcome == "done" for line in specd_env.trace(editor.uri)):
+    answered = (await asked(specd_env, editor.uri))[-1].received_at
+    for _ in range(2000):   # the prefetch runs once the suggestion is out (not the read-ahead on opening)
+        if any(line.prefetch and line.outcome == "done" and line.received_at > answered
+               for line in specd_env.trace(editor.uri)):
             break
         await asyncio.sleep(0.01)
     else:
-        raise AssertionError("no prefetch of the accept branch was served")
+        raise AssertionError(f"no prefetch of the accept branch was served: {specd_env.trace(editor.uri)}")
     type_text(editor, 2, 5, 4, shown)                       # Tab: the editor inserts the suggestion
     *above, last = shown.split("\n")
     await asyncio.wait_for(inline(editor, 5 + len(above), (0 if above else 4) + len(last)), 120)
-    asked = [line for line in specd_env.trace(editor.uri) if not line.prefetch]
-    assert asked[-1].stats.from_cache and asked[-1].passes == 0, "the request after Tab was the one prefetched"
+    tab = (await asked(specd_env, editor.uri, done=2))[-1]
+    assert tab.stats.from_cache and tab.passes == 0, f"the request after Tab was the one prefetched: {tab}"
 
 
 @pytest.mark.parametrize("line,character,match", [(50, 0, "outside"), (0, 400, "past the end"), (-1, 0, "line")])

@@ -12,21 +12,10 @@ import asyncio
 import pytest
 from lsprotocol import types
 
-from tests.lsp.conftest import close_editor, inline, open_editor, type_text
+from tests.lsp.conftest import asked, close_editor, inline, open_editor, type_text
 
 BURST = "return"      # typed at line 5, character 4 of the example, one key at a time
 LONG_REST = (1, 4)    # "    return value.strip()": 19 characters right of the cursor that count
-
-
-async def asked(home, uri: str, done: int = 1) -> list:
-    """The daemon's trace lines for `uri`'s requests (not its prefetches), once `done` of them are
-    answered."""
-    for _ in range(3000):
-        lines = [line for line in home.trace(uri) if not line.prefetch]
-        if sum(line.outcome == "done" for line in lines) >= done:
-            return lines
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"the daemon answered fewer than {done} requests for {uri}")
 
 
 async def type_a_burst(client, gap_s: float) -> list:
