@@ -28,3 +28,4 @@ for v in $variants; do
     specd_side "$v" "$out/${name}_${v//[,=]/_}.json" --config "$config" -- "${args[@]}" || exit 1
 done
 llama_side "$out/${name}_llama.json" "${args[@]}"
+for v in $variants; do pair_with_llama "$out/${name}_llama.jsonl" "$out/${name}_${v//[,=]/_}.jsonl"; done

@@ -2,7 +2,8 @@
 # An earlier commit against this checkout on the typing issue 20 measures, then llama.cpp, in one
 # script: for each side a fresh daemon and `specd replay` (bench/replay_sides.sh: the start timed
 # with everything cached, RSS and `specd status` after), then the same typing into llama.cpp's
-# server with llama.vim's requests (where LLAMA_SERVER names one; LLAMA_GGUF the target's GGUF).
+# server with llama.vim's requests (where LLAMA_SERVER names one; LLAMA_GGUF the target's GGUF), and
+# each side's keystrokes paired with llama.cpp's (bench/replay_pair.py).
 # The commit runs from a worktree of its own (bench/worktree.sh: first on PYTHONPATH, its own build
 # of the kernels where they differ).
 #   bench/replay_ab.sh COMMIT [FOLDER] [FILES] [OUT_DIR]   (default bench/typing, 10, bench-out/ab)
@@ -27,3 +28,4 @@ for side in before after; do
 done
 unset PYTHONPATH
 llama_side "$out/${name}_llama.json" "${args[@]}"
+pair_with_llama "$out/${name}_llama.jsonl" "$out/${name}_before.jsonl" "$out/${name}_after.jsonl"

@@ -34,3 +34,15 @@ llama_side() {
     shift
     echo "llama.cpp: $(.venv/bin/python bench/llama_replay.py "$@" --gguf "${LLAMA_GGUF:-}" --json "$json" --records "${json%.json}.jsonl" 2>&1 | head -1)"
 }
+
+#   pair_with_llama LLAMA_JSONL SIDE_JSONL...
+# Each side's match_rate beside llama.cpp's on the keystrokes both answered (bench/replay_pair.py);
+# nothing where llama.cpp did not run after that side (an older run's keystrokes are no pair).
+pair_with_llama() {
+    local llama=$1
+    shift
+    for side in "$@"; do
+        [ "$llama" -nt "$side" ] || continue
+        echo "  $(basename "$side" .jsonl) vs llama.cpp: $(.venv/bin/python -m specd.bench.replay_pair "$side" "$llama" --names specd llama.cpp 2>&1)"
+    done
+}

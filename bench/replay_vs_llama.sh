@@ -13,3 +13,4 @@ args=(bench/typing --files 10 --cps 8 --pause-ms 1000)
 machine_header
 specd_side specd "$out/replay_specd.json" -- "${args[@]}"
 llama_side "$out/replay_llama.json" "${args[@]}"
+pair_with_llama "$out/replay_llama.jsonl" "$out/replay_specd.jsonl"
