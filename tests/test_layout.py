@@ -32,7 +32,8 @@ ALLOWED = {                                              # what each part may im
     "cli": {"decoding", "models", "daemon", "lsp", "bench"},
 }
 ENGINE_LIBRARIES = ("torch", "transformers", "accelerate", "gguf")
-SKIP = {"node_modules", "build", "dist", "examples"}  # and hidden folders; examples: documents to complete
+SKIP = {"node_modules", "build", "dist", "examples", "bench-out"}  # and hidden folders; examples: documents to
+# complete; bench-out: what benchmarks wrote (other projects' files among it)
 
 
 def sources() -> list[Path]:

@@ -15,7 +15,7 @@ from specd.daemon.client import Client, DaemonError, NotRunning
 from specd.daemon.lifecycle import launch_daemon
 from specd.daemon.paths import SetupError, private_dir
 from specd.daemon.process import lock_holder
-from tests.daemon.conftest import long_request, until_running
+from tests.daemon.conftest import long_request, trace_of, until_running
 from tests.homes import make_home
 
 
@@ -131,7 +131,8 @@ def test_foreground_start_finds_the_running_daemon(daemon):
 
 
 async def test_socket_is_0600_in_a_0700_folder(daemon, client):
-    await client.complete(long_request("file:///permissions.py", max_tokens=1))   # so the trace exists
+    await client.complete(long_request("file:///permissions.py", max_tokens=1))
+    await trace_of(daemon, "file:///permissions.py")   # so the trace exists (its line follows the reply)
     paths = daemon.paths()
     assert stat.S_ISSOCK(paths.socket.stat().st_mode)
     assert stat.S_IMODE(paths.socket.stat().st_mode) == 0o600
