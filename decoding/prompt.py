@@ -17,6 +17,13 @@ from dataclasses import dataclass, field
 from specd.decoding.errors import UserError
 
 LINE_STEP = 32
+# A prefix ending in one of these may end inside what would be one token (decoding/healing.py).
+HEALED_ENDINGS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ \t")
+
+
+def heals(prefix: str) -> bool:
+    """Whether a prefix ending so has its last token healed."""
+    return bool(prefix) and prefix[-1] in HEALED_ENDINGS
 
 
 @dataclass(frozen=True)
@@ -87,13 +94,14 @@ class Prompt:
     prefix_ids: list[int]     # the prefix window's tokens (inside `ids`)
     suffix_ids: list[int]     # the suffix window's tokens (inside `ids`)
     extra_ids: list[list[int]] = field(default_factory=list)  # hints and extra texts, for lookup
+    heal_id: int | None = None  # the prefix's last token, left out: the completion spells it first (healing.py)
 
 
 class PromptBuilder:
     """Turns prefix, suffix and extra texts into the token ids of one FIM prompt."""
 
-    def __init__(self, tokenizer, template: FimTemplate, budget: Budget):
-        self.tokenizer, self.template, self.budget = tokenizer, template, budget
+    def __init__(self, tokenizer, template: FimTemplate, budget: Budget, heal: bool = False):
+        self.tokenizer, self.template, self.budget, self.heal = tokenizer, template, budget, heal
         special = (template.prefix, template.suffix, template.middle)
         self.special_ids = [self._single_id(t) for t in special]
         self.stop_ids = frozenset(i for t in template.stops if (i := self._id(t)) is not None)
@@ -118,15 +126,17 @@ class PromptBuilder:
               prefix_budget: int | None = None) -> Prompt:
         """FIM prompt for the cursor between `prefix` and `suffix`; `extras` are (path, text),
         `hints` texts for lookup only (never in the prompt); `suffix_budget` and `prefix_budget`
-        override the budget's suffix and prefix tokens."""
+        override the budget's suffix and prefix tokens. With `heal`, a prefix that ends where a token
+        may go on (decoding/healing.py) leaves its last token out, as `heal_id`."""
         pre_id, suf_id, mid_id = self.special_ids
         prefix_ids = self._prefix_window(prefix, self.budget.prefix if prefix_budget is None else prefix_budget)
+        heal_id = prefix_ids.pop() if self.heal and prefix_ids and heals(prefix) else None
         suffix_ids = self._suffix_window(
             suffix, self.budget.suffix if suffix_budget is None else suffix_budget)
         extra_ids = [self.encode(text) for text in hints] + [self.encode(text) for _, text in extras]
         context = self._extra_context(extras)
         ids = context + [pre_id] + prefix_ids + [suf_id] + suffix_ids + [mid_id]
-        return Prompt(ids, prefix_ids, suffix_ids, extra_ids)
+        return Prompt(ids, prefix_ids, suffix_ids, extra_ids, heal_id)
 
     def _prefix_window(self, prefix: str, budget: int) -> list[int]:
         """The prefix from the first `LINE_STEP`-aligned line whose window fits `budget` tokens;

@@ -59,6 +59,8 @@ class EngineSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                                      # empty: nothing shown rather than a guess (0: never; README)
     cache_memory_mb: int = 768       # KV caches of recent documents, least recently used out (15 of the
                                      # built-in target's on a CPU, ~50 MB each in halves: within 2.5 GB)
+    token_healing: bool = True       # a prefix ending inside what may be one token leaves it out of the prompt,
+                                     # and the completion spells it first (decoding/healing.py; README)
     pace_drafts: bool = True         # rest the draft model while it costs more than it saves
     layerskip_layers: str = "auto"   # the target's layers the layerskip drafter runs, as ranges ("0-9,14-27");
                                      # auto: the set `specd bench --layerskip` chose here, else a default

@@ -32,6 +32,7 @@ class StopRules:
     cut: float | None = None       # time.monotonic() after which to end at the next word end
     min_probability: float = 0.0   # after some text, end before a token the target gives less (0: never)
     min_first_probability: float = 0.0  # before any text, the same (the completion ends empty)
+    heal: str = ""                 # the text the first tokens spell again (decoding/healing.py): not shown
 
     @property
     def doubts(self) -> bool:
@@ -63,7 +64,12 @@ class Stopper:
         if probability < (self.rules.min_probability if shows else self.rules.min_first_probability):
             return self._end("unsure")
         self.tokens.append(token)
-        return self._grown(self.tokenizer.decode(self.tokens, skip_special_tokens=False), len(self.tokens))
+        return self._grown(self._shown(self.tokenizer.decode(self.tokens, skip_special_tokens=False)), len(self.tokens))
+
+    def _shown(self, decoded: str) -> str:
+        """What follows the healed text (nothing while the tokens are still spelling it)."""
+        heal = self.rules.heal
+        return decoded[len(heal):] if decoded.startswith(heal) else ""
 
     def push_text(self, piece: str) -> bool:
         """Take the next piece of text an inference server streamed (its tokens are the server's,

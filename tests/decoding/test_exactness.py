@@ -16,6 +16,7 @@ import torch
 
 from specd.decoding.drafter import Proposal
 from specd.decoding.engine import Engine
+from specd.decoding.healing import Healer, Spelling
 from specd.decoding.registry import DRAFTERS, HEAD_DRAFTERS
 from specd.decoding.request import CompletionRequest
 from tests.conftest import CHEAP, STEEP, hand_curve, tiny_engine
@@ -117,17 +118,25 @@ def test_every_drafter_shows_nothing_where_plain_greedy_doubts_its_first_token(e
     ends empty, whatever drafted; below it every drafter gives the whole completion."""
     prefix, suffix = prompt
     whole = engine.complete(request(prefix, suffix, "none", "first-whole"))
-    tokenizer = engine.target.tokenizer
-    visible = next(i for i in range(len(whole.tokens)) if tokenizer.decode(whole.tokens[:i + 1]).strip())
-    ids = engine.build_prompt(prefix, suffix).ids + whole.tokens[:visible]  # rows that chose tokens 0..visible
+    built, tokenizer = engine.build_prompt(prefix, suffix), engine.target.tokenizer
+    healed = "" if built.heal_id is None else tokenizer.decode([built.heal_id])   # spelled again, not shown
+    visible = next(i for i in range(len(whole.tokens))
+                   if tokenizer.decode(whole.tokens[:i + 1]).removeprefix(healed).strip())
+    ids = built.ids + whole.tokens[:visible]  # rows that chose tokens 0..visible
     with torch.no_grad():
         logits = engine.target.model(torch.tensor([ids])).logits[0, -1 - visible:].float()
-    first = min(torch.softmax(logits, -1)[i, t].item() for i, t in enumerate(whole.tokens[:visible + 1]))
-    for least, expected in ((min(0.999, first * 1.5), []), (first * 0.5, whole.tokens)):
+    healer = Healer(tokenizer) if built.heal_id is not None else None   # the rows still spelling: among those agreeing
+    logits = Spelling(healer, built.heal_id).constrain(logits, whole.tokens[:visible + 1])
+    chances = [torch.softmax(logits, -1)[i, t].item() for i, t in enumerate(whole.tokens[:visible + 1])]
+    first = min(chances)
+    above = min(0.999, first * 1.5)   # it ends before the first token below it: what comes before is blank,
+    doubted = whole.tokens[:next(i for i, p in enumerate(chances) if p < above)]   # or the healed text spelled
+    for least, expected in ((above, doubted), (first * 0.5, whole.tokens)):
         doubting = engine.with_settings(min_first_probability=least)
         for drafter in ["none", *served(doubting)]:
             result = doubting.complete(request(prefix, suffix, drafter, f"first-{drafter}-{least}"))
             assert result.tokens == expected, f"{drafter} at {least:.3f} (first visible token {first:.3f})"
+            assert bool(result.text.strip()) == (expected == whole.tokens), "nothing shows where it doubts"
 
 
 @pytest.mark.parametrize("shape", [STEEP, CHEAP], ids=["steep", "cheap"])

@@ -77,6 +77,7 @@ def test_a_glance_is_the_nearest_lines_of_the_prefix(tiny_target, tmp_path):
     engine = tiny_engine(tiny_target, cache_dir=tmp_path, glance_tokens=GLANCE)
     prompt = engine.build_prompt(LONG_PREFIX)
     glance = engine._builder.build(LONG_PREFIX, "", prefix_budget=GLANCE)
-    text = engine.target.tokenizer.decode(glance.prefix_ids)
+    healed = [] if glance.heal_id is None else [glance.heal_id]   # the prefix's last token, spelled by the completion
+    text = engine.target.tokenizer.decode(glance.prefix_ids + healed)
     assert 0 < len(glance.prefix_ids) <= GLANCE < len(prompt.prefix_ids)
     assert LONG_PREFIX.endswith(text) and text.startswith("def "), "whole lines, up to the cursor"

@@ -74,7 +74,9 @@ class LspProcess:
 def server(tmp_path_factory, tiny_target, tiny_draft):
     home = make_home(tmp_path_factory.mktemp("lspfuzz"), tiny_target, tiny_draft)
     home.config_path.write_text(home.config_path.read_text().replace("prefill_chunk = 8", "prefill_chunk = 64")
-                                .replace("[completion]\n", "[completion]\nmax_tokens = 4\n"))   # cheap completions
+                                # cheap completions, long enough to show something past a healed indent (the
+                                # tiny model spells it again a space a token)
+                                .replace("[completion]\n", "[completion]\nmax_tokens = 8\n"))
     lsp = LspProcess(home.env)
     lsp.request("initialize", {"processId": None, "capabilities": {}, "rootUri": None})
     lsp.write(json.dumps({"jsonrpc": "2.0", "method": "initialized", "params": {}}).encode())
